@@ -1,0 +1,189 @@
+#include "engine/tensor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/error.h"
+
+namespace tpsp {
+
+const char* dtype_name(DType dt) {
+  switch (dt) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+  }
+  return "?";
+}
+
+std::size_t dtype_size(DType dt) { return dt == DType::f32 ? 4 : 2; }
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t e : shape) n *= e;
+  return n;
+}
+
+Tensor::Tensor() : shape_{0} {}
+
+Tensor::Tensor(Shape shape, DType dtype, Device device)
+    : shape_(std::move(shape)), dtype_(dtype), device_(device) {
+  for (int64_t e : shape_) TPSP_CHECK(e >= 0, "negative extent in shape ", shape_str(shape_));
+  TPSP_CHECK(dtype == DType::f32 && device == Device::cpu, "tensor storage for dtype ",
+             dtype_name(dtype), " on ", device == Device::cpu ? "cpu" : "cuda",
+             " is not available in the CPU engine (only f32 on cpu)");
+  numel_ = shape_numel(shape_);
+  storage_ = std::shared_ptr<float[]>(new float[static_cast<std::size_t>(std::max<int64_t>(numel_, 1))]());
+}
+
+Tensor Tensor::zeros(const Shape& shape) { return Tensor(shape); }
+
+Tensor Tensor::full(const Shape& shape, float value) {
+  Tensor t(shape);
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::from(const Shape& shape, const std::vector<float>& values) {
+  Tensor t(shape);
+  TPSP_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: shape ",
+             shape_str(shape), " holds ", t.numel(), " elements but ", values.size(), " values were given");
+  std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+
+int64_t Tensor::size(int64_t d) const {
+  const int64_t nd = dim();
+  const int64_t dd = d < 0 ? d + nd : d;
+  TPSP_CHECK(dd >= 0 && dd < nd, "dimension ", d, " is out of range for a tensor of shape ", shape_str(shape_));
+  return shape_[static_cast<std::size_t>(dd)];
+}
+
+float& Tensor::at(int64_t flat) {
+  TPSP_CHECK(flat >= 0 && flat < numel_, "flat index ", flat, " is out of range for shape ", shape_str(shape_));
+  return data()[flat];
+}
+
+float Tensor::at(int64_t flat) const { return const_cast<Tensor*>(this)->at(flat); }
+
+float& Tensor::at(std::initializer_list<int64_t> idx) {
+  TPSP_CHECK(static_cast<int64_t>(idx.size()) == dim(), "index of ", idx.size(),
+             " coordinates for a tensor of shape ", shape_str(shape_));
+  int64_t flat = 0;
+  std::size_t d = 0;
+  for (int64_t i : idx) {
+    TPSP_CHECK(i >= 0 && i < shape_[d], "index ", i, " is out of range [0, ", shape_[d], ") in dim ", d,
+               " of shape ", shape_str(shape_));
+    flat = flat * shape_[d] + i;
+    ++d;
+  }
+  return data()[flat];
+}
+
+float Tensor::at(std::initializer_list<int64_t> idx) const { return const_cast<Tensor*>(this)->at(idx); }
+
+Tensor Tensor::slice0(int64_t begin, int64_t end) const {
+  TPSP_CHECK(dim() >= 1, "slice0 needs at least one dimension, got shape ", shape_str(shape_));
+  TPSP_CHECK(0 <= begin && begin <= end && end <= shape_[0], "slice0 range [", begin, ", ", end,
+             ") is outside [0, ", shape_[0], "] of shape ", shape_str(shape_));
+  Tensor v = *this;
+  const int64_t row = shape_[0] == 0 ? 0 : numel_ / shape_[0];
+  v.offset_ = offset_ + begin * row;
+  v.shape_[0] = end - begin;
+  v.numel_ = row * (end - begin);
+  return v;
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  TPSP_CHECK(shape_numel(shape) == numel_, "cannot reshape ", shape_str(shape_), " (", numel_,
+             " elements) to ", shape_str(shape), " (", shape_numel(shape), " elements)");
+  Tensor v = *this;
+  v.shape_ = shape;
+  return v;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(shape_);
+  if (numel_) std::memcpy(t.data(), data(), nbytes());
+  return t;
+}
+
+Tensor Tensor::narrow_copy(int64_t d, int64_t start, int64_t length) const {
+  const int64_t nd = dim();
+  const int64_t dd = d < 0 ? d + nd : d;
+  TPSP_CHECK(dd >= 0 && dd < nd, "narrow_copy: dimension ", d, " is out of range for shape ", shape_str(shape_));
+  const int64_t extent = shape_[static_cast<std::size_t>(dd)];
+  TPSP_CHECK(start >= 0 && length >= 0 && start + length <= extent, "narrow_copy: range [", start, ", ",
+             start + length, ") is outside [0, ", extent, "] of dim ", dd, " of shape ", shape_str(shape_));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dd; ++i) outer *= shape_[static_cast<std::size_t>(i)];
+  for (int64_t i = dd + 1; i < nd; ++i) inner *= shape_[static_cast<std::size_t>(i)];
+  Shape out_shape = shape_;
+  out_shape[static_cast<std::size_t>(dd)] = length;
+  Tensor out(out_shape);
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* src = data() + (o * extent + start) * inner;
+    std::copy(src, src + length * inner, out.data() + o * length * inner);
+  }
+  return out;
+}
+
+void Tensor::fill(float value) { std::fill(data(), data() + numel_, value); }
+
+void Tensor::copy_from(const Tensor& src) {
+  check_same_shape(*this, src, "copy_from");
+  if (numel_) std::memmove(data(), src.data(), nbytes());
+}
+
+Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
+  TPSP_CHECK(!parts.empty(), "cat needs at least one tensor");
+  const Shape& first = parts[0].shape();
+  const int64_t nd = static_cast<int64_t>(first.size());
+  const int64_t dd = d < 0 ? d + nd : d;
+  TPSP_CHECK(dd >= 0 && dd < nd, "cat: dimension ", d, " is out of range for shape ", shape_str(first));
+  Shape out_shape = first;
+  out_shape[static_cast<std::size_t>(dd)] = 0;
+  for (const Tensor& p : parts) {
+    TPSP_CHECK(p.dim() == nd, "cat: shapes ", shape_str(first), " and ", shape_str(p.shape()),
+               " have different ranks");
+    for (int64_t i = 0; i < nd; ++i)
+      TPSP_CHECK(i == dd || p.shape()[static_cast<std::size_t>(i)] == first[static_cast<std::size_t>(i)],
+                 "cat along dim ", dd, ": shapes ", shape_str(first), " and ", shape_str(p.shape()),
+                 " differ in dim ", i);
+    out_shape[static_cast<std::size_t>(dd)] += p.shape()[static_cast<std::size_t>(dd)];
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dd; ++i) outer *= first[static_cast<std::size_t>(i)];
+  for (int64_t i = dd + 1; i < nd; ++i) inner *= first[static_cast<std::size_t>(i)];
+  Tensor out(out_shape);
+  const int64_t out_row = out_shape[static_cast<std::size_t>(dd)] * inner;
+  int64_t col = 0;
+  for (const Tensor& p : parts) {
+    const int64_t w = p.shape()[static_cast<std::size_t>(dd)] * inner;
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy(p.data() + o * w, p.data() + (o + 1) * w, out.data() + o * out_row + col);
+    col += w;
+  }
+  return out;
+}
+
+void check_shape(const Tensor& t, const Shape& expected, const char* what) {
+  TPSP_CHECK(t.shape() == expected, what, ": expected shape ", shape_str(expected), " but got ",
+             shape_str(t.shape()));
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  TPSP_CHECK(a.shape() == b.shape(), what, ": shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+             " differ");
+}
+
+}  // namespace tpsp
