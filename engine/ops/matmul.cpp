@@ -1,0 +1,98 @@
+// Dense linear algebra through BLAS: every product is one cblas_sgemm call (row-major).
+#include "engine/ops/matmul.h"
+
+#include <cblas.h>
+
+#include <vector>
+
+#include "engine/error.h"
+
+namespace tpsp::ops {
+namespace {
+
+/// Rows of a [..., k] tensor flattened to a matrix: numel / last dim (0 when the last dim is 0).
+int64_t leading_rows(const Tensor& t) {
+  const int64_t last = t.size(-1);
+  return last == 0 ? shape_numel(Shape(t.shape().begin(), t.shape().end() - 1)) : t.numel() / last;
+}
+
+/// C[M, N] = alpha · op(A) · op(B) with row-major storage; skips BLAS for empty products (BLAS
+/// rejects leading dimensions of 0). C is overwritten (beta = 0).
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.f;
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.f, A, static_cast<int>(lda), B,
+              static_cast<int>(ldb), 0.f, C, static_cast<int>(ldc));
+}
+
+}  // namespace
+
+Tensor matmul_forward(const Tensor& x, const Tensor& w) {
+  TPSP_CHECK(x.dim() >= 1 && w.dim() == 2, "matmul_forward: x must be [..., k] and w [m, k], got x ",
+             shape_str(x.shape()), " and w ", shape_str(w.shape()));
+  const int64_t k = x.size(-1), m = w.size(0);
+  TPSP_CHECK(w.size(1) == k, "matmul_forward: x ", shape_str(x.shape()), " has last dim ", k, " but w ",
+             shape_str(w.shape()), " has dim 1 = ", w.size(1));
+  const int64_t n = leading_rows(x);
+  Shape out_shape = x.shape();
+  out_shape.back() = m;
+  Tensor y(out_shape);
+  // Y[n, m] = X[n, k] · W[m, k]ᵀ
+  gemm(false, true, n, m, k, x.data(), k, w.data(), k, y.data(), m);
+  return y;
+}
+
+MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool need_dw) {
+  TPSP_CHECK(x.dim() >= 1 && w.dim() == 2, "matmul_backward: x must be [..., k] and w [m, k], got x ",
+             shape_str(x.shape()), " and w ", shape_str(w.shape()));
+  const int64_t k = x.size(-1), m = w.size(0);
+  TPSP_CHECK(w.size(1) == k, "matmul_backward: x ", shape_str(x.shape()), " has last dim ", k, " but w ",
+             shape_str(w.shape()), " has dim 1 = ", w.size(1));
+  Shape y_shape = x.shape();
+  y_shape.back() = m;
+  check_shape(dy, y_shape, "matmul_backward: dy");
+  const int64_t n = leading_rows(x);
+  MatmulGrads g;
+  if (need_dx) {
+    // dX[n, k] = dY[n, m] · W[m, k]
+    g.dx = Tensor(x.shape());
+    gemm(false, false, n, k, m, dy.data(), m, w.data(), k, g.dx.data(), k);
+  }
+  if (need_dw) {
+    // dW[m, k] = dY[n, m]ᵀ · X[n, k]
+    g.dw = Tensor(w.shape());
+    gemm(true, false, m, k, n, dy.data(), m, x.data(), k, g.dw.data(), k);
+  }
+  return g;
+}
+
+void bias_add_forward(Tensor& y, const Tensor& b) {
+  TPSP_CHECK(y.dim() >= 1 && b.dim() == 1 && y.size(-1) == b.size(0), "bias_add_forward: y ",
+             shape_str(y.shape()), " needs a bias of its last dim, got b ", shape_str(b.shape()));
+  const int64_t m = b.size(0), n = leading_rows(y);
+  float* py = y.data();
+  const float* pb = b.data();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) py[i * m + j] += pb[j];
+}
+
+Tensor bias_add_backward(const Tensor& dy) {
+  TPSP_CHECK(dy.dim() >= 1, "bias_add_backward: dy must be [..., m], got ", shape_str(dy.shape()));
+  const int64_t m = dy.size(-1), n = leading_rows(dy);
+  // Column sums accumulated in double, in row order, then rounded once.
+  std::vector<double> acc(static_cast<std::size_t>(m), 0.0);
+  const float* p = dy.data();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) acc[static_cast<std::size_t>(j)] += p[i * m + j];
+  Tensor db({m});
+  for (int64_t j = 0; j < m; ++j) db.data()[j] = static_cast<float>(acc[static_cast<std::size_t>(j)]);
+  return db;
+}
+
+}  // namespace tpsp::ops
