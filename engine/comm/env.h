@@ -1,0 +1,35 @@
+// Creating the world group from the environment (torchrun / Slurm conventions).
+#pragma once
+
+#include <memory>
+
+#include "engine/comm/process_group.h"
+
+namespace tpsp::comm {
+
+/// Creates the world ProcessGroup (name "world") from the environment:
+///  - rank / size: RANK and WORLD_SIZE (torchrun), else SLURM_PROCID and SLURM_NTASKS; neither -> rank 0
+///    of 1. LOCAL_RANK / LOCAL_WORLD_SIZE (else SLURM_LOCALID) are read by local_rank() below.
+///  - store: a Gloo FileStore in $TPSP_STORE_DIR (a fresh directory per run, made by the launcher);
+///    else, when MASTER_ADDR and MASTER_PORT are set, a TCP store served by rank 0 (tcp_store.h);
+///    else (world size 1 only) an in-process store. Every context uses its own key prefix, so
+///    init_from_env may be called again in the same process.
+///  - transport: Gloo tcp on 127.0.0.1, or on TPSP_GLOO_IFNAME (an interface name, e.g. eth0) or
+///    TPSP_GLOO_HOSTNAME (an address to bind) when set.
+///  - options: TPSP_COMM_TIMEOUT (seconds, default 60), TPSP_COMM_FINGERPRINT (0 turns the check off),
+///    TPSP_LINK (link emulation, see LinkModel::parse).
+/// Throws ShapeError on inconsistent variables (rank >= world size, ...) and CommError if the
+/// rendezvous fails or times out.
+std::shared_ptr<ProcessGroup> init_from_env();
+
+/// Same, with explicit options instead of the TPSP_COMM_* / TPSP_LINK variables.
+std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options);
+
+/// Options from TPSP_COMM_TIMEOUT, TPSP_COMM_FINGERPRINT and TPSP_LINK (defaults where unset).
+GroupOptions options_from_env();
+
+/// LOCAL_RANK (else SLURM_LOCALID, else 0) and LOCAL_WORLD_SIZE (else 1).
+int local_rank();
+int local_world_size();
+
+}  // namespace tpsp::comm

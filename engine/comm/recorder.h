@@ -1,0 +1,93 @@
+// Recorder: every call a ProcessGroup makes is appended here, so checkers can assert *how* a model
+// communicated (which collectives, along which dim, how many bytes) and traces can be plotted.
+//
+// One Recorder is shared by a world group and every group created from it (new_group), so one
+// process has one timeline; filter by group name to look at one group. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/comm/op.h"
+#include "engine/tensor.h"
+
+namespace tpsp::comm {
+
+/// One recorded call. Times are seconds since the Recorder was created (steady clock).
+struct CommRecord {
+  uint64_t seq = 0;  ///< Per-group call number (0, 1, 2, ...): the fingerprint's sequence number.
+  OpKind op = OpKind::barrier;
+  std::string group;   ///< Group name: "world", "tp", "dp", ...
+  int group_rank = 0;  ///< This process's rank inside the group.
+  int group_size = 1;
+  int global_rank = 0;  ///< This process's rank in the world.
+  int64_t dim = 0;      ///< Gather/scatter dimension (0 for ops without one).
+  DType dtype = DType::f32;
+  Shape shape;                ///< Shape of the caller's input tensor (all_gather: the local shard).
+  uint64_t tensor_bytes = 0;  ///< Bytes of the tensor S of cost_model.h (all_gather: the output).
+  uint64_t bytes = 0;         ///< Payload bytes this rank sends on the wire (cost_model.h wire_bytes).
+  double t_issue = 0;         ///< When the caller issued the call (seconds).
+  double t_start = 0;         ///< When the comm worker started it (after earlier calls of the group).
+  double t_end = 0;           ///< When it completed, including any emulated link delay.
+  std::string label;          ///< The caller's CallOpts::label, e.g. "layer3.mlp.fc2.g".
+  bool async = false;         ///< Issued through an *_async form.
+  bool ok = true;             ///< False if the call failed (it is still recorded).
+};
+
+/// Which records a query returns; empty / unset fields match everything.
+struct RecordFilter {
+  std::optional<OpKind> op;
+  std::string group;         ///< Exact group name.
+  std::string label_prefix;  ///< Records whose label starts with this.
+};
+
+/// Append-only, queryable log of communication calls; exports Chrome trace JSON (Perfetto opens it).
+class Recorder {
+ public:
+  /// `global_rank` becomes the trace's pid.
+  explicit Recorder(int global_rank = 0);
+
+  /// Seconds since this Recorder was created (the time base of every record).
+  double now() const;
+  /// Appends one record (thread-safe). Does nothing while disabled.
+  void append(CommRecord r);
+  /// Turns recording on (default) or off (benchmarks).
+  void set_enabled(bool on);
+  bool enabled() const;
+
+  /// Copy of all records, in completion order.
+  std::vector<CommRecord> records() const;
+  /// Records matching `f`, in completion order.
+  std::vector<CommRecord> query(const RecordFilter& f) const;
+  /// Sum of `bytes` over the records matching `f`.
+  uint64_t total_bytes(const RecordFilter& f = {}) const;
+  std::size_t size() const;
+  /// Drops every record (the time base is kept).
+  void clear();
+
+  /// Chrome trace JSON: {"traceEvents": [...], "displayTimeUnit": "ms"} with one complete ("X")
+  /// event per record (pid = global rank, tid = one per group, ts/dur in microseconds since the Unix
+  /// epoch so several ranks' traces line up), plus "M" metadata events naming the process and the
+  /// group threads. Every record field is kept under "args".
+  nlohmann::json chrome_trace() const;
+  /// Writes chrome_trace() to `path`. Throws std::runtime_error naming the path if it cannot.
+  void write_chrome_trace(const std::string& path) const;
+
+ private:
+  int global_rank_;
+  std::chrono::steady_clock::time_point epoch_;
+  int64_t epoch_unix_us_;
+  mutable std::mutex mu_;
+  bool enabled_ = true;
+  std::vector<CommRecord> records_;
+};
+
+/// A record as JSON (every field; op and dtype as names).
+nlohmann::json to_json(const CommRecord& r);
+
+}  // namespace tpsp::comm
