@@ -33,7 +33,7 @@ std::string cat(const Args&... args) {
 }  // namespace tpsp
 
 /// TPSP_CHECK(cond, parts...): throws tpsp::ShapeError("<parts...>") when cond is false.
-#define TPSP_CHECK(cond, ...)                                 \
-  do {                                                        \
+#define TPSP_CHECK(cond, ...)                                                \
+  do {                                                                       \
     if (!(cond)) throw ::tpsp::ShapeError(::tpsp::detail::cat(__VA_ARGS__)); \
   } while (0)

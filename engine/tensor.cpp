@@ -9,14 +9,19 @@ namespace tpsp {
 
 const char* dtype_name(DType dt) {
   switch (dt) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType dt) { return dt == DType::f32 ? 4 : 2; }
+std::size_t dtype_size(DType dt) {
+  return dt == DType::f32 ? 4 : 2;
+}
 
 std::string shape_str(const Shape& shape) {
   std::string s = "[";
@@ -38,14 +43,16 @@ Tensor::Tensor() : shape_{0} {}
 Tensor::Tensor(Shape shape, DType dtype, Device device)
     : shape_(std::move(shape)), dtype_(dtype), device_(device) {
   for (int64_t e : shape_) TPSP_CHECK(e >= 0, "negative extent in shape ", shape_str(shape_));
-  TPSP_CHECK(dtype == DType::f32 && device == Device::cpu, "tensor storage for dtype ",
-             dtype_name(dtype), " on ", device == Device::cpu ? "cpu" : "cuda",
+  TPSP_CHECK(dtype == DType::f32 && device == Device::cpu, "tensor storage for dtype ", dtype_name(dtype),
+             " on ", device == Device::cpu ? "cpu" : "cuda",
              " is not available in the CPU engine (only f32 on cpu)");
   numel_ = shape_numel(shape_);
   storage_ = std::shared_ptr<float[]>(new float[static_cast<std::size_t>(std::max<int64_t>(numel_, 1))]());
 }
 
-Tensor Tensor::zeros(const Shape& shape) { return Tensor(shape); }
+Tensor Tensor::zeros(const Shape& shape) {
+  return Tensor(shape);
+}
 
 Tensor Tensor::full(const Shape& shape, float value) {
   Tensor t(shape);
@@ -55,8 +62,8 @@ Tensor Tensor::full(const Shape& shape, float value) {
 
 Tensor Tensor::from(const Shape& shape, const std::vector<float>& values) {
   Tensor t(shape);
-  TPSP_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: shape ",
-             shape_str(shape), " holds ", t.numel(), " elements but ", values.size(), " values were given");
+  TPSP_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: shape ", shape_str(shape),
+             " holds ", t.numel(), " elements but ", values.size(), " values were given");
   std::copy(values.begin(), values.end(), t.data());
   return t;
 }
@@ -64,16 +71,20 @@ Tensor Tensor::from(const Shape& shape, const std::vector<float>& values) {
 int64_t Tensor::size(int64_t d) const {
   const int64_t nd = dim();
   const int64_t dd = d < 0 ? d + nd : d;
-  TPSP_CHECK(dd >= 0 && dd < nd, "dimension ", d, " is out of range for a tensor of shape ", shape_str(shape_));
+  TPSP_CHECK(dd >= 0 && dd < nd, "dimension ", d, " is out of range for a tensor of shape ",
+             shape_str(shape_));
   return shape_[static_cast<std::size_t>(dd)];
 }
 
 float& Tensor::at(int64_t flat) {
-  TPSP_CHECK(flat >= 0 && flat < numel_, "flat index ", flat, " is out of range for shape ", shape_str(shape_));
+  TPSP_CHECK(flat >= 0 && flat < numel_, "flat index ", flat, " is out of range for shape ",
+             shape_str(shape_));
   return data()[flat];
 }
 
-float Tensor::at(int64_t flat) const { return const_cast<Tensor*>(this)->at(flat); }
+float Tensor::at(int64_t flat) const {
+  return const_cast<Tensor*>(this)->at(flat);
+}
 
 float& Tensor::at(std::initializer_list<int64_t> idx) {
   TPSP_CHECK(static_cast<int64_t>(idx.size()) == dim(), "index of ", idx.size(),
@@ -89,7 +100,9 @@ float& Tensor::at(std::initializer_list<int64_t> idx) {
   return data()[flat];
 }
 
-float Tensor::at(std::initializer_list<int64_t> idx) const { return const_cast<Tensor*>(this)->at(idx); }
+float Tensor::at(std::initializer_list<int64_t> idx) const {
+  return const_cast<Tensor*>(this)->at(idx);
+}
 
 Tensor Tensor::slice0(int64_t begin, int64_t end) const {
   TPSP_CHECK(dim() >= 1, "slice0 needs at least one dimension, got shape ", shape_str(shape_));
@@ -120,7 +133,8 @@ Tensor Tensor::clone() const {
 Tensor Tensor::narrow_copy(int64_t d, int64_t start, int64_t length) const {
   const int64_t nd = dim();
   const int64_t dd = d < 0 ? d + nd : d;
-  TPSP_CHECK(dd >= 0 && dd < nd, "narrow_copy: dimension ", d, " is out of range for shape ", shape_str(shape_));
+  TPSP_CHECK(dd >= 0 && dd < nd, "narrow_copy: dimension ", d, " is out of range for shape ",
+             shape_str(shape_));
   const int64_t extent = shape_[static_cast<std::size_t>(dd)];
   TPSP_CHECK(start >= 0 && length >= 0 && start + length <= extent, "narrow_copy: range [", start, ", ",
              start + length, ") is outside [0, ", extent, "] of dim ", dd, " of shape ", shape_str(shape_));
@@ -137,7 +151,9 @@ Tensor Tensor::narrow_copy(int64_t d, int64_t start, int64_t length) const {
   return out;
 }
 
-void Tensor::fill(float value) { std::fill(data(), data() + numel_, value); }
+void Tensor::fill(float value) {
+  std::fill(data(), data() + numel_, value);
+}
 
 void Tensor::copy_from(const Tensor& src) {
   check_same_shape(*this, src, "copy_from");

@@ -1,0 +1,241 @@
+// ParallelGPT (see gpt.h): sharded init, forward, backward, gradient synchronisation, AdamW.
+#include "engine/model/gpt.h"
+
+#include <cmath>
+
+#include "engine/error.h"
+#include "engine/random/init.h"
+#include "reference/gpt.h"
+
+namespace tpsp::model {
+
+using tensor_parallel::ColumnParallelLinear;
+using tensor_parallel::VocabParallelEmbedding;
+
+/// Everything the last forward kept on this rank.
+struct ParallelGPT::Saved {
+  TokenBatch ids;
+  std::vector<int64_t> targets;  // sequence-first flattening, matching logits rows
+  int64_t seq_start = 0;
+  ops::DropoutKey drop_emb;
+  std::vector<LayerSaved> layers;
+  Tensor x_final;
+  ops::LayerNormOut lnf;
+  tensor_parallel::LinearSaved out_in;
+  Tensor logits;  // [s, b, V_local]
+  tensor_parallel::VocabParallelCESaved ce;
+  LayerContext ctx;
+};
+
+std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sp) {
+  const int64_t padded = (cfg.vocab + tp - 1) / tp * tp;
+  std::map<std::string, ShardSpec> specs;
+  for (auto [name, shape] : reference::gpt_parameter_shapes(cfg)) {
+    ShardSpec s{shape, -1, false};
+    auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
+    if (ends("word_embeddings.weight") || ends("output_layer.weight")) {
+      s.global_shape[0] = padded;
+      s.split_dim = 0;
+    } else if (ends("linear_qkv.weight") || ends("linear_qkv.bias") || ends("linear_fc1.weight") ||
+               ends("linear_fc1.bias")) {
+      s.split_dim = 0;  // column-parallel: output features
+    } else if (ends("linear_proj.weight") || ends("linear_fc2.weight")) {
+      s.split_dim = 1;  // row-parallel: input features
+    } else {
+      // Replicated: LayerNorms, row-parallel biases, position embeddings. Under SP each rank sees only
+      // its tokens, so their gradients are partial sums over the sequence.
+      s.sequence_parallel = sp;
+    }
+    specs[name] = s;
+  }
+  return specs;
+}
+
+Tensor shard_of(const Tensor& whole, const ShardSpec& spec, int rank, int tp) {
+  if (spec.split_dim < 0) return whole.clone();
+  const int64_t chunk = whole.size(spec.split_dim) / tp;
+  return whole.narrow_copy(spec.split_dim, rank * chunk, chunk);
+}
+
+ParallelGPT::ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps, ParallelOptions opt)
+    : cfg_(cfg), seed_(seed), ps_(ps), opt_(opt) {
+  cfg_.validate();
+  const int tp = ps.tp_size();
+  TPSP_CHECK(cfg_.heads % tp == 0, "heads=", cfg_.heads, " is not divisible by tp=", tp);
+  TPSP_CHECK(cfg_.ffn_hidden() % tp == 0, "ffn=", cfg_.ffn_hidden(), " is not divisible by tp=", tp);
+  padded_vocab_ = (cfg_.vocab + tp - 1) / tp * tp;
+  specs_ = gpt_shard_specs(cfg_, tp, opt_.sequence_parallel);
+  init_parameters();
+  for (int64_t i = 0; i < cfg_.layers; ++i)
+    layers_.emplace_back(cfg_, i, params_, grads_, opt_.sequence_parallel);
+  embedding_ = std::make_unique<VocabParallelEmbedding>(params_.at("embedding.word_embeddings.weight"),
+                                                        grads_.at("embedding.word_embeddings.weight"),
+                                                        opt_.sequence_parallel, "embedding.word_embeddings");
+  const std::string out_name = cfg_.tied ? "embedding.word_embeddings.weight" : "output_layer.weight";
+  tensor_parallel::LinearOptions out_opt;
+  out_opt.sequence_parallel = opt_.sequence_parallel;
+  output_layer_ = std::make_unique<ColumnParallelLinear>(params_.at(out_name), Tensor(), grads_.at(out_name),
+                                                         Tensor(), out_opt, "output_layer");
+}
+
+void ParallelGPT::init_parameters() {
+  const float scaled_std = cfg_.init_std / std::sqrt(2.f * static_cast<float>(cfg_.layers));
+  for (const auto& [name, spec] : specs_) {
+    Tensor whole(spec.global_shape);
+    const bool is_bias = name.ends_with(".bias");
+    if (name.find("layernorm") != std::string::npos && !is_bias) {
+      whole.fill(1.f);
+    } else if (!is_bias) {
+      const bool scaled = name.ends_with("linear_proj.weight") || name.ends_with("linear_fc2.weight");
+      random::init_normal(whole, seed_, name, scaled ? scaled_std : cfg_.init_std);
+    }
+    params_[name] = shard_of(whole, spec, ps_.tp_rank(), ps_.tp_size());
+    grads_[name] = Tensor(params_[name].shape());
+  }
+}
+
+namespace {
+/// A checksum of the batch that is exact in float32 (< 2^24), for the W2 replicated-input check.
+float batch_checksum(const TokenBatch& ids, const TokenBatch& targets) {
+  int64_t c = 0;
+  for (std::size_t k = 0; k < ids.ids.size(); ++k)
+    c = (c + (ids.ids[k] + 1) * static_cast<int64_t>(k % 13 + 1) +
+         (targets.ids[k] + 101) * static_cast<int64_t>(k % 7 + 1)) %
+        (1 << 22);
+  return static_cast<float>(c);
+}
+}  // namespace
+
+float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration) {
+  comm::ProcessGroup& tp = ps_.tp();
+  // Every check that can fail runs before the first collective, identically on every rank.
+  validate_tokens(ids, cfg_.vocab, false, "input ids");
+  validate_tokens(targets, cfg_.vocab, true, "targets");
+  TPSP_CHECK(ids.b == targets.b && ids.s == targets.s, "ids [", ids.b, ", ", ids.s, "] and targets [",
+             targets.b, ", ", targets.s, "] differ in shape");
+  TPSP_CHECK(ids.s <= cfg_.seq, "sequence length s=", ids.s, " exceeds the position table seq=", cfg_.seq);
+  TPSP_CHECK(!opt_.sequence_parallel || ids.s % tp.size() == 0, "sequence parallelism: s=", ids.s,
+             " is not divisible by tp=", tp.size());
+  if (opt_.check_replicated_inputs && tp.size() > 1) {
+    const float c = batch_checksum(ids, targets);
+    Tensor both = Tensor::from({2}, {c, -c});
+    tp.all_reduce(both, comm::ReduceOp::max, {"check.replicated_inputs"});
+    TPSP_CHECK(both.at(0) == -both.at(1), "the ranks of TP group ",
+               shape_str({tp.global_ranks().begin(), tp.global_ranks().end()}),
+               " hold different token batches (checksums range from ", -both.at(1), " to ", both.at(0),
+               "; this rank: ", c, "): every rank of a TP group must see identical inputs");
+  }
+  const int64_t s = ids.s, b = ids.b;
+  auto S = std::make_shared<Saved>();
+  S->ids = ids;
+  S->targets.resize(static_cast<std::size_t>(s * b));
+  for (int64_t si = 0; si < s; ++si)
+    for (int64_t bi = 0; bi < b; ++bi) S->targets[static_cast<std::size_t>(si * b + bi)] = targets.at(bi, si);
+  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b};
+
+  Tensor x = embedding_->forward(ids, tp);
+  S->seq_start = opt_.sequence_parallel ? tp.rank() * (s / tp.size()) : 0;
+  ops::position_embedding_add(x, params_.at("embedding.position_embeddings.weight"), S->seq_start);
+  S->drop_emb = {
+      seed_, ops::dropout_stream("embedding", iteration), {s, b, cfg_.hidden}, {S->seq_start, 0, 0}};
+  x = ops::dropout_forward(x, cfg_.dropout, S->drop_emb);
+
+  S->layers.resize(layers_.size());
+  for (std::size_t i = 0; i < layers_.size(); ++i) x = layers_[i].forward(x, S->layers[i], S->ctx);
+
+  S->x_final = x;
+  S->lnf = ops::layernorm_forward(x, params_.at("decoder.final_layernorm.weight"),
+                                  params_.at("decoder.final_layernorm.bias"), cfg_.ln_eps);
+  S->logits = output_layer_->forward(S->lnf.y, S->out_in, tp);
+  const int64_t vl = S->logits.size(2);
+  const auto ce = tensor_parallel::vocab_parallel_cross_entropy_forward(
+      S->logits.reshape({s * b, vl}), S->targets, cfg_.vocab, cfg_.label_smoothing, tp, S->ce);
+  saved_ = S;
+  return ce.loss;
+}
+
+Tensor ParallelGPT::logits_local() const {
+  TPSP_CHECK(saved_ != nullptr, "logits_local() called before forward()");
+  const Tensor& l = saved_->logits;  // [s, b, V_local] → [b, s, V_local]
+  const int64_t s = l.size(0), b = l.size(1), v = l.size(2);
+  Tensor out({b, s, v});
+  for (int64_t si = 0; si < s; ++si)
+    for (int64_t bi = 0; bi < b; ++bi)
+      std::copy(l.data() + (si * b + bi) * v, l.data() + (si * b + bi + 1) * v,
+                out.data() + (bi * s + si) * v);
+  return out;
+}
+
+void ParallelGPT::backward() {
+  TPSP_CHECK(saved_ != nullptr, "backward() called before forward()");
+  const Saved& S = *saved_;
+  comm::ProcessGroup& tp = ps_.tp();
+  for (auto& [name, g] : grads_) g.fill(0.f);
+  const int64_t s = S.ids.s, b = S.ids.b;
+
+  Tensor dlogits =
+      tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, 1.f, tp).reshape({s, b, S.logits.size(2)});
+  Tensor dx = output_layer_->backward(dlogits, S.out_in, tp);
+  ops::LayerNormGrads gf = ops::layernorm_backward(
+      dx, S.x_final, params_.at("decoder.final_layernorm.weight"), S.lnf.mean, S.lnf.rstd);
+  ops::add_(grads_.at("decoder.final_layernorm.weight"), gf.dgamma);
+  ops::add_(grads_.at("decoder.final_layernorm.bias"), gf.dbeta);
+  dx = gf.dx;
+  for (std::size_t i = layers_.size(); i-- > 0;) dx = layers_[i].backward(dx, S.layers[i], S.ctx);
+
+  Tensor demb = ops::dropout_backward(dx, cfg_.dropout, S.drop_emb);
+  ops::add_(grads_.at("embedding.position_embeddings.weight"),
+            ops::position_embedding_backward(demb, cfg_.seq, S.seq_start));
+  embedding_->backward(demb, S.ids, tp);
+  sync_gradients();
+}
+
+namespace {
+/// All-reduces the listed tensors as one flat buffer (one collective), in place.
+void coalesced_all_reduce(std::vector<Tensor*> ts, comm::ProcessGroup& pg, const std::string& label) {
+  int64_t n = 0;
+  for (const Tensor* t : ts) n += t->numel();
+  if (n == 0) return;
+  Tensor flat({n});
+  int64_t off = 0;
+  for (const Tensor* t : ts) {
+    std::copy(t->data(), t->data() + t->numel(), flat.data() + off);
+    off += t->numel();
+  }
+  pg.all_reduce(flat, comm::ReduceOp::sum, {label});
+  off = 0;
+  for (Tensor* t : ts) {
+    std::copy(flat.data() + off, flat.data() + off + t->numel(), t->data());
+    off += t->numel();
+  }
+}
+}  // namespace
+
+void ParallelGPT::sync_gradients() {
+  if (opt_.sequence_parallel && ps_.tp_size() > 1) {
+    std::vector<Tensor*> sp;
+    for (auto& [name, g] : grads_)
+      if (specs_.at(name).sequence_parallel) sp.push_back(&g);
+    coalesced_all_reduce(sp, ps_.tp(), "grads.sequence_parallel");  // summed, not averaged (cases S1)
+  }
+  if (ps_.dp_size() > 1) {
+    std::vector<Tensor*> all;
+    for (auto& [name, g] : grads_) all.push_back(&g);
+    coalesced_all_reduce(all, ps_.dp(), "grads.data_parallel");
+    for (Tensor* g : all) ops::scale_(*g, 1.f / static_cast<float>(ps_.dp_size()));
+  }
+}
+
+void ParallelGPT::step(const ops::AdamWConfig& opt) {
+  ++steps_;
+  for (auto& [name, p] : params_) ops::adamw_step(p, grads_.at(name), opt_state_[name], steps_, opt);
+}
+
+std::vector<std::size_t> ParallelGPT::activation_bytes_per_layer() const {
+  std::vector<std::size_t> out;
+  if (!saved_) return out;
+  for (const LayerSaved& l : saved_->layers) out.push_back(l.bytes());
+  return out;
+}
+
+}  // namespace tpsp::model

@@ -1,0 +1,97 @@
+// The tensor-parallel (+ sequence-parallel, + data-parallel) GPT: the same model as
+// reference/gpt.h, with its parameters sharded over the TP group (Megatron-LM
+// megatron/core/models/gpt/gpt_model.py; Shoeybi et al. 2019; Korthikanti et al. 2022).
+//   embedding: VocabParallelEmbedding (vocabulary padded to a multiple of tp) + position embedding
+//   layers:    TransformerLayer × L
+//   output:    final LayerNorm → ColumnParallelLinear sharing the word embedding's shard (tied) or
+//              its own (untied), no gather → vocab-parallel cross entropy.
+// Parameters keep the reference's names; each local tensor is a slice of the whole parameter
+// generated from (seed, name), so tp=1 and tp=N start from the same model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/transformer_layer.h"
+#include "engine/parallel_state.h"
+#include "engine/tensor_parallel/cross_entropy.h"
+#include "engine/tensor_parallel/layers.h"
+#include "engine/tokens.h"
+#include "reference/config.h"
+
+namespace tpsp::model {
+
+/// How a parameter is laid out over the TP group.
+struct ShardSpec {
+  Shape global_shape;              ///< whole parameter (vocabulary padded to a multiple of tp)
+  int split_dim = -1;              ///< -1: replicated; 0 or 1: split evenly along that dim, rank order
+  bool sequence_parallel = false;  ///< replicated, but its gradient is partial under SP (summed over TP)
+};
+
+/// Switches of the parallel model.
+struct ParallelOptions {
+  bool sequence_parallel = false;
+  /// Checks that every TP rank holds the same token batch (one small all-reduce per forward;
+  /// ../shared/cases W2). On by default; benchmarks turn it off.
+  bool check_replicated_inputs = true;
+};
+
+/// The GPT on one rank of a DP × TP layout.
+class ParallelGPT {
+ public:
+  /// Validates the layout before any collective (heads % tp, ffn % tp, hidden % tp) with messages
+  /// naming the values, then builds the local shards. Collective-free.
+  ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps, ParallelOptions opt);
+
+  const GPTConfig& config() const { return cfg_; }
+  /// Vocabulary padded to a multiple of tp (== vocab at tp=1).
+  int64_t padded_vocab() const { return padded_vocab_; }
+  std::map<std::string, Tensor>& params() { return params_; }
+  const std::map<std::string, Tensor>& grads() const { return grads_; }
+  const ShardSpec& shard_spec(const std::string& name) const { return specs_.at(name); }
+
+  /// Forward + loss on this data-parallel rank's rows. ids/targets [b, s] batch-first (the same on
+  /// every TP rank). Throws ShapeError (on every rank, before any collective) for ids out of
+  /// range, s > cfg.seq, or s % tp != 0 under SP; NumericError for a NaN loss. Returns the mean
+  /// loss of this rank's rows.
+  float forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration = 0);
+  /// Local logits of the last forward, batch-first [b, s, V_padded/tp].
+  Tensor logits_local() const;
+  /// Backward of the last forward; then sums the gradients of sequence_parallel parameters over TP
+  /// (one coalesced all-reduce, SP only) and averages every gradient over DP (one coalesced
+  /// all-reduce, dp > 1 only). Overwrites grads().
+  void backward();
+  /// One AdamW step on the local shards.
+  void step(const ops::AdamWConfig& opt);
+  /// Bytes of activations this rank keeps for backward after the last forward, per layer.
+  std::vector<std::size_t> activation_bytes_per_layer() const;
+
+ private:
+  struct Saved;
+  void init_parameters();
+  void sync_gradients();
+  GPTConfig cfg_;
+  uint64_t seed_;
+  ParallelState& ps_;
+  ParallelOptions opt_;
+  int64_t padded_vocab_;
+  std::map<std::string, Tensor> params_, grads_;
+  std::map<std::string, ShardSpec> specs_;
+  std::map<std::string, ops::AdamWState> opt_state_;
+  std::vector<TransformerLayer> layers_;
+  std::unique_ptr<tensor_parallel::VocabParallelEmbedding> embedding_;
+  std::unique_ptr<tensor_parallel::ColumnParallelLinear> output_layer_;
+  std::shared_ptr<Saved> saved_;
+  int64_t steps_ = 0;
+};
+
+/// Whole-parameter layout for a config at a TP size (names as reference::gpt_parameter_shapes).
+std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sequence_parallel);
+
+/// The local slice of a whole tensor for TP rank `rank` of `tp` under `spec`.
+Tensor shard_of(const Tensor& whole, const ShardSpec& spec, int rank, int tp);
+
+}  // namespace tpsp::model

@@ -1,0 +1,117 @@
+// TransformerLayer forward/backward (see transformer_layer.h). lab02 replaces this file.
+#include "engine/model/transformer_layer.h"
+
+#include "engine/error.h"
+
+namespace tpsp::model {
+
+using tensor_parallel::ColumnParallelLinear;
+using tensor_parallel::LinearOptions;
+using tensor_parallel::RowParallelLinear;
+
+namespace {
+LinearOptions column_opts(bool sp) {
+  return {.gather_output = false, .input_is_parallel = true, .skip_bias_add = false, .sequence_parallel = sp};
+}
+LinearOptions row_opts(bool sp) {
+  return {.gather_output = false, .input_is_parallel = true, .skip_bias_add = false, .sequence_parallel = sp};
+}
+}  // namespace
+
+std::size_t LayerSaved::bytes() const {
+  std::size_t n = 0;
+  for (const Tensor* t : {&x_in, &x_mid, &ln1.y, &ln1.mean, &ln1.rstd, &ln2.y, &ln2.mean, &ln2.rstd, &qkv,
+                          &attn.out, &attn.probs, &fc1})
+    n += t->nbytes();
+  // qkv_in = ln1.y, proj_in = attn.out, fc1_in = ln2.y, fc2_in = GELU(fc1): only fc2_in is new.
+  return n + fc2_in.input.nbytes();
+}
+
+TransformerLayer::TransformerLayer(const GPTConfig& cfg, int64_t index, std::map<std::string, Tensor>& P,
+                                   std::map<std::string, Tensor>& G, bool sp)
+    : cfg_(cfg),
+      prefix_("decoder.layers." + std::to_string(index) + "."),
+      ln1_w_(P.at(prefix_ + "input_layernorm.weight")),
+      ln1_b_(P.at(prefix_ + "input_layernorm.bias")),
+      ln2_w_(P.at(prefix_ + "pre_mlp_layernorm.weight")),
+      ln2_b_(P.at(prefix_ + "pre_mlp_layernorm.bias")),
+      dln1_w_(G.at(prefix_ + "input_layernorm.weight")),
+      dln1_b_(G.at(prefix_ + "input_layernorm.bias")),
+      dln2_w_(G.at(prefix_ + "pre_mlp_layernorm.weight")),
+      dln2_b_(G.at(prefix_ + "pre_mlp_layernorm.bias")),
+      qkv_(P.at(prefix_ + "self_attention.linear_qkv.weight"),
+           P.at(prefix_ + "self_attention.linear_qkv.bias"),
+           G.at(prefix_ + "self_attention.linear_qkv.weight"),
+           G.at(prefix_ + "self_attention.linear_qkv.bias"), column_opts(sp),
+           prefix_ + "self_attention.linear_qkv"),
+      fc1_(P.at(prefix_ + "mlp.linear_fc1.weight"), P.at(prefix_ + "mlp.linear_fc1.bias"),
+           G.at(prefix_ + "mlp.linear_fc1.weight"), G.at(prefix_ + "mlp.linear_fc1.bias"), column_opts(sp),
+           prefix_ + "mlp.linear_fc1"),
+      proj_(P.at(prefix_ + "self_attention.linear_proj.weight"),
+            P.at(prefix_ + "self_attention.linear_proj.bias"),
+            G.at(prefix_ + "self_attention.linear_proj.weight"),
+            G.at(prefix_ + "self_attention.linear_proj.bias"), row_opts(sp),
+            prefix_ + "self_attention.linear_proj"),
+      fc2_(P.at(prefix_ + "mlp.linear_fc2.weight"), P.at(prefix_ + "mlp.linear_fc2.bias"),
+           G.at(prefix_ + "mlp.linear_fc2.weight"), G.at(prefix_ + "mlp.linear_fc2.bias"), row_opts(sp),
+           prefix_ + "mlp.linear_fc2") {}
+
+ops::DropoutKey TransformerLayer::hidden_key(const std::string& site, const LayerContext& ctx,
+                                             int64_t local_rows) const {
+  // Shard-invariant: the key names the element's place in the whole [s, b, h] tensor, so the
+  // shards of an SP run draw the reference's mask bits (and without SP every TP rank draws the same).
+  const int64_t first_row = ctx.sequence_parallel ? ctx.tp->rank() * local_rows : 0;
+  return {ctx.seed,
+          ops::dropout_stream(prefix_ + site, ctx.iteration),
+          {ctx.seq, ctx.batch, cfg_.hidden},
+          {first_row, 0, 0}};
+}
+
+Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerContext& ctx) const {
+  comm::ProcessGroup& tp = *ctx.tp;
+  const int64_t heads_local = cfg_.heads / tp.size();
+  S.x_in = x;
+  S.ln1 = ops::layernorm_forward(x, ln1_w_, ln1_b_, cfg_.ln_eps);
+  S.qkv = qkv_.forward(S.ln1.y, S.qkv_in, tp);
+  S.attn_opt.heads = heads_local;
+  S.attn_opt.dropout_p = cfg_.dropout;
+  S.attn_opt.dropout_key = {ctx.seed,
+                            ops::dropout_stream(prefix_ + "attention", ctx.iteration),
+                            {ctx.batch, cfg_.heads, ctx.seq, ctx.seq},
+                            {0, tp.rank() * heads_local, 0, 0}};
+  S.attn = ops::attention_forward(S.qkv, S.attn_opt);
+  Tensor proj = proj_.forward(S.attn.out, S.proj_in, tp);
+  S.drop_attn = hidden_key("hidden_attn", ctx, x.size(0));
+  S.x_mid = ops::add(x, ops::dropout_forward(proj, cfg_.dropout, S.drop_attn));
+
+  S.ln2 = ops::layernorm_forward(S.x_mid, ln2_w_, ln2_b_, cfg_.ln_eps);
+  S.fc1 = fc1_.forward(S.ln2.y, S.fc1_in, tp);
+  Tensor fc2 = fc2_.forward(ops::gelu_forward(S.fc1), S.fc2_in, tp);
+  S.drop_mlp = hidden_key("hidden_mlp", ctx, x.size(0));
+  return ops::add(S.x_mid, ops::dropout_forward(fc2, cfg_.dropout, S.drop_mlp));
+}
+
+Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) const {
+  comm::ProcessGroup& tp = *ctx.tp;
+  // MLP block, mirrored: residual → dropout → fc2 (row) → GELU → fc1 (column) → LN.
+  Tensor dfc2 = ops::dropout_backward(dy, cfg_.dropout, S.drop_mlp);
+  Tensor dact = fc2_.backward(dfc2, S.fc2_in, tp);
+  Tensor dfc1 = ops::gelu_backward(dact, S.fc1);
+  Tensor dln2 = fc1_.backward(dfc1, S.fc1_in, tp);
+  ops::LayerNormGrads g2 = ops::layernorm_backward(dln2, S.x_mid, ln2_w_, S.ln2.mean, S.ln2.rstd);
+  ops::add_(dln2_w_, g2.dgamma);
+  ops::add_(dln2_b_, g2.dbeta);
+  Tensor dx_mid = ops::add(dy, g2.dx);
+
+  // Attention block, mirrored: residual → dropout → proj (row) → attention → QKV (column) → LN.
+  Tensor dproj = ops::dropout_backward(dx_mid, cfg_.dropout, S.drop_attn);
+  Tensor dattn = proj_.backward(dproj, S.proj_in, tp);
+  Tensor dqkv = ops::attention_backward(dattn, S.qkv, S.attn.probs, S.attn_opt);
+  Tensor dln1 = qkv_.backward(dqkv, S.qkv_in, tp);
+  ops::LayerNormGrads g1 = ops::layernorm_backward(dln1, S.x_in, ln1_w_, S.ln1.mean, S.ln1.rstd);
+  ops::add_(dln1_w_, g1.dgamma);
+  ops::add_(dln1_b_, g1.dbeta);
+  return ops::add(dx_mid, g1.dx);
+}
+
+}  // namespace tpsp::model

@@ -1,0 +1,113 @@
+// Vocab-parallel cross entropy (see cross_entropy.h). lab02 replaces this translation unit.
+#include "engine/tensor_parallel/cross_entropy.h"
+
+#include <cmath>
+#include <limits>
+
+#include "engine/error.h"
+
+namespace tpsp::tensor_parallel {
+
+VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
+                                                        const std::vector<int64_t>& targets, int64_t vocab,
+                                                        float label_smoothing, comm::ProcessGroup& tp,
+                                                        VocabParallelCESaved& saved,
+                                                        const std::string& label) {
+  TPSP_CHECK(logits.dim() == 2, "vocab-parallel CE: logits must be [n, V_local], got ",
+             shape_str(logits.shape()));
+  const int64_t n = logits.size(0), vl = logits.size(1), start = tp.rank() * vl;
+  TPSP_CHECK(static_cast<int64_t>(targets.size()) == n, "vocab-parallel CE: ", targets.size(),
+             " targets for ", n, " logit rows");
+  TPSP_CHECK(vl * tp.size() >= vocab, "vocab-parallel CE: V_local=", vl, " × tp=", tp.size(),
+             " does not cover the vocabulary V=", vocab);
+  int64_t n_valid = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = targets[static_cast<std::size_t>(i)];
+    if (t == -100) continue;
+    TPSP_CHECK(t >= 0 && t < vocab, "target ", t, " at row ", i, " is outside [0, ", vocab,
+               ") and is not ignore_index -100");
+    ++n_valid;
+  }
+  const int64_t real = std::max<int64_t>(0, std::min(vl, vocab - start));  // real (unpadded) columns here
+  const float* z = logits.data();
+
+  // 1. max over the global vocabulary.
+  Tensor row_max = Tensor::full({n}, -std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < real; ++j) row_max.data()[i] = std::max(row_max.data()[i], z[i * vl + j]);
+  if (tp.size() > 1) tp.all_reduce(row_max, comm::ReduceOp::max, {label + ".max"});
+
+  // 2. the target's logit (only the owning rank contributes).
+  Tensor predicted({n});
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = targets[static_cast<std::size_t>(i)];
+    if (t >= start && t < start + real) predicted.data()[i] = z[i * vl + (t - start)] - row_max.data()[i];
+  }
+  if (tp.size() > 1) tp.all_reduce(predicted, comm::ReduceOp::sum, {label + ".predicted_logit"});
+
+  // 3. Σ exp (and Σ shifted logits for label smoothing) over the global vocabulary.
+  const bool smooth = label_smoothing > 0.f;
+  Tensor sums({n, smooth ? 2 : 1});
+  saved.softmax = Tensor({n, vl});
+  for (int64_t i = 0; i < n; ++i) {
+    double se = 0.0, sz = 0.0;
+    for (int64_t j = 0; j < real; ++j) {
+      const float shifted = z[i * vl + j] - row_max.data()[i];
+      const float e = std::exp(shifted);
+      saved.softmax.data()[i * vl + j] = e;
+      se += e;
+      sz += shifted;
+    }
+    sums.data()[i * sums.size(1)] = static_cast<float>(se);
+    if (smooth) sums.data()[i * 2 + 1] = static_cast<float>(sz);
+  }
+  if (tp.size() > 1) tp.all_reduce(sums, comm::ReduceOp::sum, {label + ".sum_exp"});
+
+  VocabParallelCEOut out{Tensor({n}), 0.f, n_valid};
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float sum_exp = sums.data()[i * sums.size(1)];
+    const float log_z = std::log(sum_exp);
+    for (int64_t j = 0; j < real; ++j) saved.softmax.data()[i * vl + j] /= sum_exp;
+    const int64_t t = targets[static_cast<std::size_t>(i)];
+    if (t == -100) continue;
+    float loss = log_z - predicted.data()[i];
+    if (smooth) {
+      const float mean_nll = log_z - sums.data()[i * 2 + 1] / static_cast<float>(vocab);
+      loss = (1.f - label_smoothing) * loss + label_smoothing * mean_nll;
+    }
+    if (!std::isfinite(loss))
+      throw NumericError(detail::cat("vocab-parallel CE: loss of row ", i, " is ", loss, " (target ", t,
+                                     "): NaN or inf reached the loss"));
+    out.losses.data()[i] = loss;
+    total += loss;
+  }
+  out.loss = n_valid > 0 ? static_cast<float>(total / static_cast<double>(n_valid)) : 0.f;
+  saved.targets = targets;
+  saved.vocab = vocab;
+  saved.label_smoothing = label_smoothing;
+  saved.n_valid = n_valid;
+  return out;
+}
+
+Tensor vocab_parallel_cross_entropy_backward(const VocabParallelCESaved& saved, float dloss,
+                                             comm::ProcessGroup& tp) {
+  const int64_t n = saved.softmax.size(0), vl = saved.softmax.size(1), start = tp.rank() * vl;
+  const int64_t real = std::max<int64_t>(0, std::min(vl, saved.vocab - start));
+  Tensor grad({n, vl});
+  if (saved.n_valid == 0) return grad;
+  const float scale = dloss / static_cast<float>(saved.n_valid);
+  const float a = saved.label_smoothing, uniform = a / static_cast<float>(saved.vocab);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = saved.targets[static_cast<std::size_t>(i)];
+    if (t == -100) continue;
+    for (int64_t j = 0; j < real; ++j) {
+      float target_p = uniform;
+      if (start + j == t) target_p += 1.f - a;
+      grad.data()[i * vl + j] = (saved.softmax.data()[i * vl + j] - target_p) * scale;
+    }
+  }
+  return grad;
+}
+
+}  // namespace tpsp::tensor_parallel

@@ -1,0 +1,111 @@
+// ColumnParallelLinear, RowParallelLinear and VocabParallelEmbedding (see layers.h).
+// lab01 replaces this translation unit.
+#include "engine/tensor_parallel/layers.h"
+
+#include "engine/error.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/matmul.h"
+#include "engine/tensor_parallel/mappings.h"
+
+namespace tpsp::tensor_parallel {
+
+ColumnParallelLinear::ColumnParallelLinear(Tensor weight, Tensor bias, Tensor dweight, Tensor dbias,
+                                           LinearOptions opt, std::string name)
+    : weight_(std::move(weight)),
+      bias_(std::move(bias)),
+      dweight_(std::move(dweight)),
+      dbias_(std::move(dbias)),
+      opt_(opt),
+      name_(std::move(name)) {}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const {
+  TPSP_CHECK(x.size(-1) == weight_.size(1), name_, ": input last dim ", x.size(-1), " != weight in_features ",
+             weight_.size(1), " (input ", shape_str(x.shape()), ", weight ", shape_str(weight_.shape()), ")");
+  saved.input = x;
+  const Tensor total = opt_.sequence_parallel
+                           ? gather_from_sequence_parallel_region.forward(x, tp, name_ + ".ag")
+                           : copy_to_tensor_model_parallel_region.forward(x, tp, name_ + ".f");
+  Tensor y = ops::matmul_forward(total, weight_);
+  if (bias_.defined() && !opt_.skip_bias_add) ops::bias_add_forward(y, bias_);
+  if (opt_.gather_output)
+    y = gather_from_tensor_model_parallel_region.forward(y, tp, name_ + ".gather_output");
+  return y;
+}
+
+Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) const {
+  const Tensor dy = opt_.gather_output ? gather_from_tensor_model_parallel_region.backward(
+                                             dy_in, tp, name_ + ".gather_output")
+                                       : dy_in;
+  // Under SP the full input is gathered again for the weight gradient (not kept from forward).
+  const Tensor total =
+      opt_.sequence_parallel ? _gather_along_first_dim(saved.input, tp, name_ + ".ag_wgrad") : saved.input;
+  const bool need_dw = dweight_.defined();
+  ops::MatmulGrads g = ops::matmul_backward(dy, total, weight_, true, need_dw);
+  if (need_dw) ops::add_(dweight_, g.dw);
+  if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
+  return opt_.sequence_parallel ? gather_from_sequence_parallel_region.backward(g.dx, tp, name_ + ".ag")
+                                : copy_to_tensor_model_parallel_region.backward(g.dx, tp, name_ + ".f");
+}
+
+RowParallelLinear::RowParallelLinear(Tensor weight, Tensor bias, Tensor dweight, Tensor dbias,
+                                     LinearOptions opt, std::string name)
+    : weight_(std::move(weight)),
+      bias_(std::move(bias)),
+      dweight_(std::move(dweight)),
+      dbias_(std::move(dbias)),
+      opt_(opt),
+      name_(std::move(name)) {
+  TPSP_CHECK(!(opt_.sequence_parallel && !opt_.input_is_parallel), name_,
+             ": sequence_parallel requires input_is_parallel (Megatron RowParallelLinear)");
+}
+
+Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
+  const Tensor x = opt_.input_is_parallel
+                       ? x_in
+                       : scatter_to_tensor_model_parallel_region.forward(x_in, tp, name_ + ".scatter");
+  TPSP_CHECK(x.size(-1) == weight_.size(1), name_, ": input last dim ", x.size(-1), " != local in_features ",
+             weight_.size(1), " (input ", shape_str(x.shape()), ", weight ", shape_str(weight_.shape()), ")");
+  saved.input = x;
+  const Tensor partial = ops::matmul_forward(x, weight_);
+  Tensor y = opt_.sequence_parallel
+                 ? reduce_scatter_to_sequence_parallel_region.forward(partial, tp, name_ + ".rs")
+                 : reduce_from_tensor_model_parallel_region.forward(partial, tp, name_ + ".g");
+  if (bias_.defined() && !opt_.skip_bias_add) ops::bias_add_forward(y, bias_);
+  return y;
+}
+
+Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) const {
+  if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
+  const Tensor dpartial = opt_.sequence_parallel
+                              ? reduce_scatter_to_sequence_parallel_region.backward(dy, tp, name_ + ".rs")
+                              : reduce_from_tensor_model_parallel_region.backward(dy, tp, name_ + ".g");
+  const bool need_dw = dweight_.defined();
+  ops::MatmulGrads g = ops::matmul_backward(dpartial, saved.input, weight_, true, need_dw);
+  if (need_dw) ops::add_(dweight_, g.dw);
+  return opt_.input_is_parallel
+             ? g.dx
+             : scatter_to_tensor_model_parallel_region.backward(g.dx, tp, name_ + ".scatter");
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(Tensor weight, Tensor dweight, bool sequence_parallel,
+                                               std::string name)
+    : weight_(std::move(weight)),
+      dweight_(std::move(dweight)),
+      sequence_parallel_(sequence_parallel),
+      name_(std::move(name)) {}
+
+Tensor VocabParallelEmbedding::forward(const TokenBatch& ids, ProcessGroup& tp) const {
+  const Tensor partial = ops::embedding_forward(ids, weight_, vocab_start(tp));
+  return sequence_parallel_ ? reduce_scatter_to_sequence_parallel_region.forward(partial, tp, name_ + ".rs")
+                            : reduce_from_tensor_model_parallel_region.forward(partial, tp, name_ + ".g");
+}
+
+void VocabParallelEmbedding::backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) const {
+  const Tensor d = sequence_parallel_
+                       ? reduce_scatter_to_sequence_parallel_region.backward(dout, tp, name_ + ".rs")
+                       : reduce_from_tensor_model_parallel_region.backward(dout, tp, name_ + ".g");
+  ops::add_(dweight_, ops::embedding_backward(d, ids, weight_.size(0), vocab_start(tp)));
+}
+
+}  // namespace tpsp::tensor_parallel
