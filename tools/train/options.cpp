@@ -1,0 +1,33 @@
+#include "tools/train/options.h"
+
+#include <fmt/format.h>
+
+namespace tpsp::train {
+
+void add_train_options(CLI::App& app, TrainOptions& o) {
+  o.gpt.vocab = 256;
+  app.add_option("--tp", o.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--dp", o.dp, "data-parallel size")->check(CLI::PositiveNumber);
+  app.add_flag("--sp,!--no-sp", o.sequence_parallel, "sequence parallelism on/off");
+  app.add_option("--steps", o.steps, "training steps")->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "seed of parameters, data and dropout");
+  app.add_option("--dropout", o.gpt.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  app.add_option("--link", o.link, "emulated link: nvlink, pcie, ib or a bandwidth such as 2GB/s");
+  app.add_option("--text", o.text, "training text (bytes)")->check(CLI::ExistingFile);
+  app.add_option("--batch", o.batch, "global batch size b")->check(CLI::PositiveNumber);
+  app.add_option("--seq", o.gpt.seq, "sequence length s")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", o.gpt.hidden, "hidden size h")->check(CLI::PositiveNumber);
+  app.add_option("--heads", o.gpt.heads, "attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--layers", o.gpt.layers, "transformer layers")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.adamw.lr, "AdamW learning rate");
+}
+
+std::string train_options_flags(const TrainOptions& o) {
+  return fmt::format(
+      "--tp {} --dp {} {} --steps {} --seed {} --dropout {} --text '{}' --batch {} --seq {} --hidden {} --heads {} "
+      "--layers {} --lr {}{}",
+      o.tp, o.dp, o.sequence_parallel ? "--sp" : "--no-sp", o.steps, o.seed, o.gpt.dropout, o.text, o.batch,
+      o.gpt.seq, o.gpt.hidden, o.gpt.heads, o.gpt.layers, o.adamw.lr, o.link.empty() ? "" : " --link " + o.link);
+}
+
+}  // namespace tpsp::train

@@ -1,0 +1,125 @@
+// tpsp-train: one rank of the DP × TP (+ SP) GPT, trained on byte-level text. Start it through the
+// launcher: `tpsp-run -n TP*DP -- tpsp-train --tp 2 --sp --out DIR`. World rank 0 writes:
+//   DIR/report.json   per-step losses (averaged over DP), wall time, the communication of one
+//                     training step (from the recorder), activation bytes per layer with and
+//                     without SP
+//   DIR/params/*.npy  every parameter after training, gathered whole (vocabulary padding dropped)
+//   DIR/trace.json    Chrome trace of that step's communication (open in Perfetto)
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/comm/env.h"
+#include "engine/error.h"
+#include "engine/io/npy.h"
+#include "engine/model/gpt.h"
+#include "engine/parallel_state.h"
+#include "engine/train/data.h"
+#include "tools/train/options.h"
+
+namespace {
+
+using namespace tpsp;
+using nlohmann::json;
+
+/// Per-op count and bytes of the recorded calls (this rank), for the report.
+json comm_summary(const std::vector<comm::CommRecord>& records) {
+  std::map<std::string, std::pair<int64_t, uint64_t>> by_op;
+  for (const comm::CommRecord& r : records) {
+    auto& e = by_op[std::string(comm::op_name(r.op)) + " (" + r.group + ")"];
+    e.first += 1;
+    e.second += r.bytes;
+  }
+  json out = json::array();
+  for (const auto& [name, e] : by_op) out.push_back({{"op", name}, {"calls", e.first}, {"bytes", e.second}});
+  return out;
+}
+
+int run(const train::TrainOptions& o, const std::string& out_dir) {
+  auto world = comm::init_from_env();
+  TPSP_CHECK(world->size() == o.tp * o.dp, "dp=", o.dp, " x tp=", o.tp, " = ", o.dp * o.tp,
+             " ranks are needed but the launcher started world_size=", world->size());
+  TPSP_CHECK(o.batch % o.dp == 0, "global batch b=", o.batch, " is not divisible by dp=", o.dp);
+  if (!o.link.empty()) world->set_link(comm::LinkModel::parse(o.link));
+  ParallelState ps(world, o.tp);
+  const train::ByteDataset data(o.text);
+  model::ParallelGPT gpt(o.gpt, o.seed, ps, {.sequence_parallel = o.sequence_parallel});
+  const int64_t b_local = o.batch / o.dp;
+
+  std::vector<float> losses;
+  std::vector<comm::CommRecord> step_records;
+  const auto t0 = std::chrono::steady_clock::now();
+  TokenBatch ids, targets;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    data.batch(step, o.batch, o.gpt.seq, o.seed, ids, targets);
+    const TokenBatch my_ids = train::ByteDataset::rows(ids, ps.dp_rank() * b_local, b_local);
+    const TokenBatch my_targets = train::ByteDataset::rows(targets, ps.dp_rank() * b_local, b_local);
+    const bool record = step == std::min<int64_t>(1, o.steps - 1);
+    if (record) world->recorder().clear();
+    const float loss = gpt.forward(my_ids, my_targets, step);
+    gpt.backward();
+    gpt.step(o.adamw);
+    if (record) step_records = world->recorder().records();
+    Tensor l = Tensor::from({1}, {loss / static_cast<float>(o.dp)});
+    if (o.dp > 1) ps.dp().all_reduce(l, comm::ReduceOp::sum, {"report.loss"});
+    losses.push_back(l.at(0));
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (world->rank() == 0) world->recorder().write_chrome_trace(out_dir + "/trace.json");
+
+  // Activation memory per rank: this run's setting, and one forward with SP switched.
+  const std::vector<std::size_t> mem_this = gpt.activation_bytes_per_layer();
+  model::ParallelGPT other(o.gpt, o.seed, ps, {.sequence_parallel = !o.sequence_parallel});
+  std::vector<std::size_t> mem_other;
+  if (o.sequence_parallel || o.gpt.seq % o.tp == 0) {
+    other.forward(train::ByteDataset::rows(ids, ps.dp_rank() * b_local, b_local),
+                  train::ByteDataset::rows(targets, ps.dp_rank() * b_local, b_local), 0);
+    mem_other = other.activation_bytes_per_layer();
+  }
+
+  if (ps.dp_rank() == 0) {
+    std::filesystem::create_directories(out_dir + "/params");
+    for (const auto& [name, shard] : gpt.params()) {
+      const model::ShardSpec& spec = gpt.shard_spec(name);
+      Tensor whole = spec.split_dim < 0 ? shard : ps.tp().all_gather(shard, spec.split_dim, {"gather_params"});
+      if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() && spec.split_dim == 0)
+        whole = whole.slice0(0, o.gpt.vocab);
+      if (world->rank() == 0) save_npy(out_dir + "/params/" + name + ".npy", whole);
+    }
+  }
+  if (world->rank() == 0) {
+    json report = {{"losses", losses},
+                   {"wall_s", wall},
+                   {"tp", o.tp},
+                   {"dp", o.dp},
+                   {"sequence_parallel", o.sequence_parallel},
+                   {"comm_step", comm_summary(step_records)},
+                   {"comm_step_calls", step_records.size()},
+                   {"activation_bytes_per_layer", mem_this},
+                   {"activation_bytes_per_layer_other_sp", mem_other}};
+    std::ofstream(out_dir + "/report.json") << report.dump(1) << "\n";
+  }
+  world->barrier({"done"});
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tpsp-train: one rank of the TP+SP GPT. Start it with: tpsp-run -n TP*DP -- tpsp-train ..."};
+  tpsp::train::TrainOptions o;
+  std::string out_dir;
+  tpsp::train::add_train_options(app, o);
+  app.add_option("--out", out_dir, "directory for the report, parameters and trace")->required();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o, out_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tpsp-train: error: %s\n", e.what());
+    return 1;
+  }
+}
