@@ -1,0 +1,49 @@
+// AdamW in the order of PyTorch 1.13's _single_tensor_adamw (torch/optim/adamw.py):
+//   param.mul_(1 − lr·wd); exp_avg.mul_(β1).add_(grad, alpha=1−β1);
+//   exp_avg_sq.mul_(β2).addcmul_(grad, grad, value=1−β2);
+//   denom = (exp_avg_sq.sqrt() / √(1−β2ᵗ)).add_(eps); param.addcdiv_(exp_avg, denom, value=−lr/(1−β1ᵗ)).
+// Scalars are formed in double (Python floats) and rounded to float where they meet a float tensor,
+// as PyTorch does. Element arithmetic is float32 in the rounding order of PyTorch's x86 CPU kernels:
+// add_ with alpha is fma(g, 1−β1, m·β1) (vec::fmadd), addcmul is fma((1−β2)·g, g, v·β2) (the
+// compiler fuses self + value·t1·t2), addcdiv is p + ((−step)·m)/denom. This reproduced torch 1.13's
+// AdamW(foreach=False) bit for bit on 5 runs of 1003 elements and up to 20 steps.
+#include "engine/ops/adamw.h"
+
+#include <cmath>
+
+#include "engine/error.h"
+
+namespace tpsp::ops {
+
+void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t, const AdamWConfig& cfg) {
+  TPSP_CHECK(t >= 1, "adamw_step: step t = ", t, " must be >= 1 (1-based)");
+  check_same_shape(param, grad, "adamw_step: param and grad");
+  if (!state.m.defined()) state.m = Tensor(param.shape());
+  if (!state.v.defined()) state.v = Tensor(param.shape());
+  check_same_shape(param, state.m, "adamw_step: param and state.m");
+  check_same_shape(param, state.v, "adamw_step: param and state.v");
+
+  const double lr = cfg.lr, b1 = cfg.beta1, b2 = cfg.beta2;
+  const float decay = static_cast<float>(1.0 - lr * static_cast<double>(cfg.weight_decay));
+  const float beta1 = cfg.beta1, one_minus_b1 = static_cast<float>(1.0 - b1);
+  const float beta2 = cfg.beta2, one_minus_b2 = static_cast<float>(1.0 - b2);
+  const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(t));
+  const double bias_correction2 = 1.0 - std::pow(b2, static_cast<double>(t));
+  const float neg_step_size = static_cast<float>(-(lr / bias_correction1));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  const float eps = cfg.eps;
+
+  float* p = param.data();
+  float* m = state.m.data();
+  float* v = state.v.data();
+  const float* g = grad.data();
+  for (int64_t i = 0; i < param.numel(); ++i) {
+    p[i] = p[i] * decay;
+    m[i] = std::fma(g[i], one_minus_b1, m[i] * beta1);
+    v[i] = std::fma(one_minus_b2 * g[i], g[i], v[i] * beta2);
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    p[i] = p[i] + neg_step_size * m[i] / denom;
+  }
+}
+
+}  // namespace tpsp::ops
