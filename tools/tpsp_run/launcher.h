@@ -1,0 +1,73 @@
+// tpsp-run: process management. Starts the ranks (fork + exec, each in its own process group, output
+// through pipes), relays their output, watches them, and tears the whole job down when one rank fails,
+// when the wall-clock limit expires or when the launcher is interrupted. Everything runs in one thread
+// around one poll() loop; signals reach the loop through a self-pipe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "output.h"
+
+namespace tpsp::run {
+
+// One process to start.
+struct RankSpec {
+  int rank = 0;                  // shown in the "[rank R]" prefix and the summary
+  std::vector<std::string> env;  // its complete environment, "KEY=VALUE"
+};
+
+// What to run and the limits to run it under.
+struct JobSpec {
+  std::vector<std::string> argv;  // program (looked up in PATH like execvp) and its arguments
+  std::vector<RankSpec> ranks;    // one process per entry
+  double timeout_s = 0.0;         // wall-clock limit for the whole job in seconds; 0 = none
+  double grace_s = 2.0;           // seconds between SIGTERM and SIGKILL when stopping ranks
+  std::size_t tail_lines = 20;    // K: lines kept per rank for the summary
+  bool stdin_from_null = true;    // ranks read /dev/null (true) or inherit the launcher's stdin
+  bool verbose = false;           // report each rank's start and end on stderr
+};
+
+// How the job as a whole ended.
+enum class Ending {
+  kAllSucceeded,  // every rank exited 0
+  kRankFailed,    // a rank exited non-zero or by a signal first; the others were stopped
+  kTimedOut,      // the wall-clock limit expired; all ranks were stopped
+  kInterrupted,   // the launcher received SIGINT/SIGTERM/SIGHUP and forwarded it
+  kLaunchError,   // a rank could not be started (fork or pipe failed)
+};
+
+// What became of one rank.
+struct RankOutcome {
+  int rank = 0;
+  pid_t pid = -1;                // -1 when it was never started
+  bool finished = false;         // it ended and was reaped
+  bool exited = false;           // ended by exit(); else by a signal (when finished)
+  int code = 0;                  // exit code (exited) or signal number (signaled)
+  int stop_signal = 0;           // the last signal the launcher sent its group (0 = none)
+  bool escalated = false;        // the launcher had to send SIGKILL after the grace period
+  bool unkillable = false;       // it did not end even after SIGKILL (left behind, reported)
+  bool running_at_stop = false;  // it was still running when the launcher began stopping the job
+  double end_s = 0.0;            // seconds since the job started at which it ended
+};
+
+// Everything the summary needs to know about a finished job.
+struct JobOutcome {
+  Ending ending = Ending::kAllSucceeded;
+  int failed_slot = -1;      // index into ranks of the first failed rank (kRankFailed)
+  int interrupt_signal = 0;  // the signal received (kInterrupted)
+  std::string launch_error;  // what went wrong (kLaunchError)
+  double elapsed_s = 0.0;    // wall time of the whole job, seconds
+  std::vector<RankOutcome> ranks;
+};
+
+// Runs the job to its end and returns its outcome. Rank output goes through `relay` (whose slots must
+// match spec.ranks). Installs handlers for SIGCHLD, SIGINT, SIGTERM and SIGHUP and ignores SIGPIPE for
+// the duration of the call, restoring the previous dispositions before returning. Never throws for
+// process errors: a failed fork or pipe ends the job as kLaunchError with the started ranks stopped.
+JobOutcome run_job(const JobSpec& spec, LineRelay& relay);
+
+}  // namespace tpsp::run

@@ -1,0 +1,243 @@
+// tpsp-run: the command line. Starts N ranks of a program on this machine (local mode) or runs one task
+// of a Slurm step (Slurm mode), sets the rank environment, relays output with rank prefixes and exits
+// with a code that says how the job ended. See --help, and launcher.h / env.h for the details.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "env.h"
+#include "launcher.h"
+#include "output.h"
+#include "report.h"
+#include "store_dir.h"
+
+namespace {
+
+using namespace tpsp::run;
+
+constexpr int kUsageError = 2;
+
+// Everything the command line says.
+struct Options {
+  std::optional<int> nproc;
+  double timeout_s = 0.0;
+  int tail = 20;
+  std::optional<int> blas_threads;
+  bool slurm = false;
+  std::string store_base = "/tmp";
+  bool no_file_store = false;
+  double grace_s = 2.0;
+  bool verbose = false;
+  std::vector<std::string> command;
+};
+
+// Prints "tpsp-run: error: <message>" and a pointer to --help on stderr; returns the usage exit code.
+int usage_error(const std::string& message) {
+  write_all(2, fmt::format("tpsp-run: error: {}\nRun 'tpsp-run --help' for usage.\n", message));
+  return kUsageError;
+}
+
+// Parses argv into *opts. Returns -1 to go on, or the exit code to return right away (0 after --help,
+// 2 for bad usage, with the message already printed).
+int parse_command_line(int argc, char** argv, Options* opts) {
+  CLI::App app{
+      "tpsp-run: start the ranks of a tpsp program, relay their output with rank prefixes, and stop the\n"
+      "whole job loudly when one rank fails.\n\n"
+      "  tpsp-run -n 4 -- ./build/bin/demo --steps 10      (4 local processes)\n"
+      "  srun -n 4 tpsp-run -- ./build/bin/demo            (one task of a Slurm step)\n\n"
+      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR and\n"
+      "OPENBLAS_NUM_THREADS. Exit code: 0 when all ranks exit 0; else the first failed rank's code\n"
+      "(128+signal if it was killed), 124 on --timeout, 128+signal when interrupted, 2 for bad usage.",
+      "tpsp-run"};
+  app.add_option("-n,--nproc", opts->nproc, "number of ranks to start on this machine (local mode)");
+  app.add_option("--timeout", opts->timeout_s, "wall-clock limit for the whole job in seconds (0 = none)")
+      ->capture_default_str();
+  app.add_option("--tail", opts->tail, "lines of each rank kept for the failure summary")
+      ->capture_default_str();
+  app.add_option("--blas-threads", opts->blas_threads,
+                 "OPENBLAS_NUM_THREADS for every rank (default: cores / local ranks, or the value already "
+                 "in the environment)");
+  app.add_flag("--slurm", opts->slurm,
+               "run as one task of a Slurm step (automatic when SLURM_PROCID and SLURM_NTASKS are set and "
+               "-n is not given)");
+  app.add_option("--store-base", opts->store_base,
+                 "Slurm mode: directory, shared by all tasks, under which the step's store directory is made")
+      ->capture_default_str();
+  app.add_flag("--no-file-store", opts->no_file_store,
+               "do not set TPSP_STORE_DIR; the ranks rendezvous over TCP at MASTER_ADDR:MASTER_PORT "
+               "(both must be set)");
+  app.add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->capture_default_str();
+  app.add_flag("-v,--verbose", opts->verbose, "report the plan and each rank's start and end on stderr");
+  app.footer("Put the program after '--' (or after the last option): tpsp-run -n 2 -- PROG ARGS...");
+  app.prefix_command();  // everything from the first positional on belongs to the program
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return usage_error(e.what());
+  }
+
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    return usage_error(fmt::format("unknown option '{}' (put the program after '--')", rest.front()));
+  }
+  opts->command = rest;
+  if (opts->command.empty()) return usage_error("no program given: tpsp-run -n N -- PROG ARGS...");
+  if (opts->nproc && *opts->nproc < 1)
+    return usage_error(fmt::format("-n must be at least 1, got {}", *opts->nproc));
+  if (opts->nproc && opts->slurm) return usage_error("-n and --slurm exclude each other");
+  if (!(opts->timeout_s >= 0 && opts->timeout_s <= 1e9)) return usage_error("--timeout must be >= 0 seconds");
+  if (opts->tail < 0) return usage_error("--tail must be >= 0");
+  if (!(opts->grace_s >= 0 && opts->grace_s <= 1e6)) return usage_error("--grace must be >= 0 seconds");
+  if (opts->blas_threads && *opts->blas_threads < 1) return usage_error("--blas-threads must be at least 1");
+  if (opts->no_file_store && (!get_env("MASTER_ADDR") || !get_env("MASTER_PORT"))) {
+    return usage_error("--no-file-store needs MASTER_ADDR and MASTER_PORT in the environment");
+  }
+  if (!opts->nproc && !opts->slurm) {
+    if (!slurm_detected()) {
+      return usage_error("-n N is required (or run under srun, or pass --slurm)");
+    }
+    opts->slurm = true;
+  }
+  return -1;
+}
+
+// OPENBLAS_NUM_THREADS to set, or nullopt to keep the user's own value: --blas-threads wins, then an
+// OPENBLAS_NUM_THREADS already in the environment, then `default_threads`.
+std::optional<int> blas_threads_to_set(const Options& opts, int default_threads) {
+  if (opts.blas_threads) return opts.blas_threads;
+  if (get_env("OPENBLAS_NUM_THREADS")) return std::nullopt;
+  return default_threads;
+}
+
+// Runs the job described by `spec` and prints the summary. Returns the launcher's exit code.
+int run_and_report(const JobSpec& spec) {
+  std::vector<int> ranks;
+  for (const auto& r : spec.ranks) ranks.push_back(r.rank);
+  LineRelay relay(ranks, spec.tail_lines);
+  const JobOutcome outcome = run_job(spec, relay);
+  write_all(2, format_summary(outcome, relay, spec.timeout_s, spec.verbose));
+  return exit_code(outcome);
+}
+
+// Local mode: N processes on this machine, one fresh store directory removed at the end.
+int run_local(const Options& opts) {
+  const int n = *opts.nproc;
+  std::string store_dir;
+  if (!opts.no_file_store) {
+    std::string error;
+    const auto dir = make_private_store_dir(&error);
+    if (!dir) {
+      write_all(2, fmt::format("tpsp-run: error: {}\n", error));
+      return 1;
+    }
+    store_dir = *dir;
+  }
+  const int cpus = usable_cpus();
+  const std::optional<int> blas = blas_threads_to_set(opts, default_blas_threads(cpus, n));
+
+  JobSpec spec;
+  spec.argv = opts.command;
+  spec.timeout_s = opts.timeout_s;
+  spec.grace_s = opts.grace_s;
+  spec.tail_lines = static_cast<std::size_t>(opts.tail);
+  spec.stdin_from_null = true;
+  spec.verbose = opts.verbose;
+  for (int rank = 0; rank < n; ++rank) {
+    std::map<std::string, std::string> set = {{"RANK", std::to_string(rank)},
+                                              {"WORLD_SIZE", std::to_string(n)},
+                                              {"LOCAL_RANK", std::to_string(rank)},
+                                              {"LOCAL_WORLD_SIZE", std::to_string(n)}};
+    std::vector<std::string> unset;
+    if (store_dir.empty()) {
+      unset.push_back("TPSP_STORE_DIR");
+    } else {
+      set["TPSP_STORE_DIR"] = store_dir;
+    }
+    if (blas) set["OPENBLAS_NUM_THREADS"] = std::to_string(*blas);
+    spec.ranks.push_back(RankSpec{rank, build_environment(set, unset)});
+  }
+  if (opts.verbose) {
+    write_all(
+        2, fmt::format("tpsp-run: {} rank(s) of '{}', store {}, OPENBLAS_NUM_THREADS={} ({} cpus)\n", n,
+                       opts.command.front(), store_dir.empty() ? "TCP (MASTER_ADDR:MASTER_PORT)" : store_dir,
+                       blas ? std::to_string(*blas) : get_env("OPENBLAS_NUM_THREADS").value_or("?"), cpus));
+  }
+  const int code = run_and_report(spec);
+  remove_tree(store_dir);
+  return code;
+}
+
+// Slurm mode: this process is one task of a step; run the program once as that rank.
+int run_slurm(const Options& opts) {
+  std::string error;
+  const auto task = read_slurm_task(&error);
+  if (!task) return usage_error(fmt::format("Slurm mode: {}", error));
+
+  std::optional<SlurmStoreLayout> layout;
+  if (!opts.no_file_store) {
+    layout = slurm_store_layout(opts.store_base, task->job_id, task->step_id);
+    if (!create_slurm_store(*layout, &error)) {
+      write_all(2,
+                fmt::format("tpsp-run: error: {} (--store-base must exist on a filesystem all tasks share)\n",
+                            error));
+      return 1;
+    }
+  }
+  // CPUs: Slurm's own count when given; a task bound to a subset of the machine keeps its subset;
+  // otherwise the local tasks share this machine's CPUs.
+  const int cpus = usable_cpus();
+  int default_threads = default_blas_threads(cpus, task->local_world_size);
+  if (task->cpus_per_task) {
+    default_threads = *task->cpus_per_task;
+  } else if (cpus < online_cpus()) {
+    default_threads = cpus;
+  }
+  const std::optional<int> blas = blas_threads_to_set(opts, default_threads);
+
+  std::map<std::string, std::string> set = {{"RANK", std::to_string(task->rank)},
+                                            {"WORLD_SIZE", std::to_string(task->world_size)},
+                                            {"LOCAL_RANK", std::to_string(task->local_rank)},
+                                            {"LOCAL_WORLD_SIZE", std::to_string(task->local_world_size)}};
+  std::vector<std::string> unset;
+  if (layout) {
+    set["TPSP_STORE_DIR"] = layout->store;
+  } else {
+    unset.push_back("TPSP_STORE_DIR");
+  }
+  if (blas) set["OPENBLAS_NUM_THREADS"] = std::to_string(*blas);
+
+  JobSpec spec;
+  spec.argv = opts.command;
+  spec.timeout_s = opts.timeout_s;
+  spec.grace_s = opts.grace_s;
+  spec.tail_lines = static_cast<std::size_t>(opts.tail);
+  spec.stdin_from_null = false;  // srun decides what stdin each task gets
+  spec.verbose = opts.verbose;
+  spec.ranks.push_back(RankSpec{task->rank, build_environment(set, unset)});
+  if (opts.verbose) {
+    write_all(2, fmt::format("tpsp-run: Slurm task rank {}/{} (local {}/{}), store {}\n", task->rank,
+                             task->world_size, task->local_rank, task->local_world_size,
+                             layout ? layout->store : "TCP (MASTER_ADDR:MASTER_PORT)"));
+  }
+  const int code = run_and_report(spec);
+  if (layout) release_slurm_store(*layout, task->rank, task->world_size);
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opts;
+  if (const int code = parse_command_line(argc, argv, &opts); code >= 0) return code;
+  return opts.slurm ? run_slurm(opts) : run_local(opts);
+}
