@@ -1,0 +1,79 @@
+#include "engine/comm/gloo/fingerprint.h"
+
+#include <gloo/allgather.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/comm/comm_error.h"
+
+namespace tpsp::comm {
+
+Fingerprint make_fingerprint(OpKind op, uint64_t seq, const Shape& shape, DType dtype, int64_t arg,
+                             ReduceOp reduce, const std::string& group) {
+  Fingerprint fp;
+  fp.seq = seq;
+  fp.count = static_cast<uint64_t>(shape_numel(shape));
+  fp.arg = arg;
+  fp.ndim = static_cast<uint32_t>(shape.size());
+  for (std::size_t i = 0; i < shape.size() && i < Fingerprint::kMaxDims; ++i) fp.shape[i] = shape[i];
+  fp.op = static_cast<uint8_t>(op);
+  fp.dtype = static_cast<uint8_t>(dtype);
+  fp.reduce = static_cast<uint8_t>(reduce);
+  std::strncpy(fp.group, group.c_str(), sizeof(fp.group) - 1);
+  return fp;
+}
+
+std::string describe(const Fingerprint& fp, bool with_shape) {
+  const auto op = static_cast<OpKind>(fp.op);
+  std::string s = std::string(op_name(op)) + " #" + std::to_string(fp.seq) + " (";
+  if (op == OpKind::new_group) {
+    s += std::to_string(fp.count) + " ranks, ranks hash " + std::to_string(fp.arg);
+  } else if (op != OpKind::barrier) {
+    s += std::to_string(fp.count) + " " + dtype_name(static_cast<DType>(fp.dtype));
+    if (with_shape) {
+      Shape shape;
+      for (uint32_t i = 0; i < fp.ndim && i < Fingerprint::kMaxDims; ++i) shape.push_back(fp.shape[i]);
+      s += " " + shape_str(shape);
+    }
+    if (op == OpKind::all_gather || op == OpKind::reduce_scatter) s += ", dim " + std::to_string(fp.arg);
+    if (op == OpKind::broadcast) s += ", root " + std::to_string(fp.arg);
+    if ((op == OpKind::all_reduce || op == OpKind::reduce_scatter) && fp.reduce != 0)
+      s += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(fp.reduce));
+  } else {
+    s += "no data";
+  }
+  return s + ", group " + std::string(fp.group, strnlen(fp.group, sizeof(fp.group))) + ")";
+}
+
+void check_fingerprints(const std::shared_ptr<gloo::Context>& ctx, const Fingerprint& mine, uint32_t tag,
+                        std::chrono::milliseconds timeout) {
+  const int n = ctx->size;
+  std::vector<Fingerprint> all(static_cast<std::size_t>(n));
+  Fingerprint in = mine;
+  gloo::AllgatherOptions opts(ctx);
+  opts.setInput(reinterpret_cast<uint8_t*>(&in), sizeof(Fingerprint));
+  opts.setOutput(reinterpret_cast<uint8_t*>(all.data()), sizeof(Fingerprint) * all.size());
+  opts.setTag(tag);
+  opts.setTimeout(timeout);
+  gloo::allgather(opts);
+
+  const Fingerprint& ref = all[0];
+  std::string msg;
+  for (int r = 1; r < n; ++r) {
+    const Fingerprint& fp = all[static_cast<std::size_t>(r)];
+    if (std::memcmp(&fp, &ref, sizeof(Fingerprint)) == 0) continue;
+    const bool shapes_only = fp.seq == ref.seq && fp.op == ref.op && fp.count == ref.count &&
+                             fp.arg == ref.arg && fp.dtype == ref.dtype && fp.reduce == ref.reduce;
+    msg += msg.empty() ? "" : "; ";
+    msg += "rank " + std::to_string(r) + " called " + describe(fp, shapes_only) + " where rank 0 called " +
+           describe(ref, shapes_only);
+  }
+  if (!msg.empty()) {
+    throw CollectiveMismatchError("collective mismatch in group " +
+                                  std::string(ref.group, strnlen(ref.group, sizeof(ref.group))) + ": " + msg +
+                                  " (seen by rank " + std::to_string(ctx->rank) + ")");
+  }
+}
+
+}  // namespace tpsp::comm

@@ -1,0 +1,135 @@
+#include "engine/comm/recorder.h"
+
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+namespace tpsp::comm {
+
+Recorder::Recorder(int global_rank)
+    : global_rank_(global_rank),
+      epoch_(std::chrono::steady_clock::now()),
+      epoch_unix_us_(std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count()) {}
+
+double Recorder::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
+}
+
+void Recorder::append(CommRecord r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (enabled_) records_.push_back(std::move(r));
+}
+
+void Recorder::set_enabled(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  enabled_ = on;
+}
+
+bool Recorder::enabled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enabled_;
+}
+
+std::vector<CommRecord> Recorder::records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_;
+}
+
+namespace {
+bool matches(const CommRecord& r, const RecordFilter& f) {
+  if (f.op && r.op != *f.op) return false;
+  if (!f.group.empty() && r.group != f.group) return false;
+  if (!f.label_prefix.empty() && r.label.rfind(f.label_prefix, 0) != 0) return false;
+  return true;
+}
+}  // namespace
+
+std::vector<CommRecord> Recorder::query(const RecordFilter& f) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CommRecord> out;
+  for (const auto& r : records_)
+    if (matches(r, f)) out.push_back(r);
+  return out;
+}
+
+uint64_t Recorder::total_bytes(const RecordFilter& f) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t total = 0;
+  for (const auto& r : records_)
+    if (matches(r, f)) total += r.bytes;
+  return total;
+}
+
+std::size_t Recorder::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_.size();
+}
+
+void Recorder::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.clear();
+}
+
+nlohmann::json to_json(const CommRecord& r) {
+  return nlohmann::json{{"seq", r.seq},
+                        {"op", op_name(r.op)},
+                        {"group", r.group},
+                        {"group_rank", r.group_rank},
+                        {"group_size", r.group_size},
+                        {"global_rank", r.global_rank},
+                        {"dim", r.dim},
+                        {"dtype", dtype_name(r.dtype)},
+                        {"shape", r.shape},
+                        {"tensor_bytes", r.tensor_bytes},
+                        {"bytes", r.bytes},
+                        {"t_issue", r.t_issue},
+                        {"t_start", r.t_start},
+                        {"t_end", r.t_end},
+                        {"label", r.label},
+                        {"async", r.async},
+                        {"ok", r.ok}};
+}
+
+nlohmann::json Recorder::chrome_trace() const {
+  const auto recs = records();
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", global_rank_},
+                    {"args", {{"name", "rank " + std::to_string(global_rank_)}}}});
+  std::map<std::string, int> tids;  // one trace thread per group, in order of first appearance
+  for (const auto& r : recs) {
+    if (tids.count(r.group)) continue;
+    const int tid = static_cast<int>(tids.size()) + 1;
+    tids[r.group] = tid;
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", global_rank_},
+                      {"tid", tid},
+                      {"args", {{"name", "group " + r.group}}}});
+  }
+  for (const auto& r : recs) {
+    std::string name = op_name(r.op);
+    if (!r.label.empty()) name += " " + r.label;
+    events.push_back({{"name", name},
+                      {"cat", "comm"},
+                      {"ph", "X"},
+                      {"pid", global_rank_},
+                      {"tid", tids[r.group]},
+                      {"ts", static_cast<double>(epoch_unix_us_) + r.t_start * 1e6},
+                      {"dur", (r.t_end - r.t_start) * 1e6},
+                      {"args", to_json(r)}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+void Recorder::write_chrome_trace(const std::string& path) const {
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write the Chrome trace to '" + path + "'");
+  f << chrome_trace().dump() << '\n';
+  if (!f) throw std::runtime_error("error while writing the Chrome trace to '" + path + "'");
+}
+
+}  // namespace tpsp::comm

@@ -1,0 +1,62 @@
+#include "engine/comm/shapes.h"
+
+#include "engine/error.h"
+
+namespace tpsp::comm {
+
+int64_t normalize_dim(const Tensor& t, int64_t dim, const char* op, const std::string& group) {
+  const int64_t nd = t.dim();
+  const int64_t d = dim < 0 ? dim + nd : dim;
+  TPSP_CHECK(d >= 0 && d < nd, op, " in group ", group, ": dim ", dim, " is out of range for input ",
+             shape_str(t.shape()));
+  return d;
+}
+
+void check_tensor(const Tensor& t, const char* op, const std::string& group) {
+  TPSP_CHECK(t.defined(), op, " in group ", group, ": the tensor is undefined (no storage)");
+  TPSP_CHECK(t.dtype() == DType::f32 && t.device() == Device::cpu, op, " in group ", group,
+             ": the Gloo backend moves f32 CPU tensors, got ", dtype_name(t.dtype()));
+}
+
+Shape all_gather_shape(const Tensor& in, int64_t dim, int n, const std::string& group) {
+  check_tensor(in, "all_gather", group);
+  const int64_t d = normalize_dim(in, dim, "all_gather", group);
+  Shape s = in.shape();
+  s[static_cast<std::size_t>(d)] *= n;
+  return s;
+}
+
+Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::string& group) {
+  check_tensor(in, "reduce_scatter", group);
+  const int64_t d = normalize_dim(in, dim, "reduce_scatter", group);
+  Shape s = in.shape();
+  const int64_t e = s[static_cast<std::size_t>(d)];
+  TPSP_CHECK(e % n == 0, "reduce_scatter in group ", group, ": dim ", d, " extent ", e, " of input ",
+             shape_str(in.shape()), " is not divisible by the group size ", n);
+  s[static_cast<std::size_t>(d)] = e / n;
+  return s;
+}
+
+void check_all_to_all(const Tensor& in, int n, const std::string& group) {
+  check_tensor(in, "all_to_all", group);
+  TPSP_CHECK(in.dim() >= 1, "all_to_all in group ", group, ": input must have at least one dimension");
+  TPSP_CHECK(in.size(0) % n == 0, "all_to_all in group ", group, ": dim 0 extent ", in.size(0), " of input ",
+             shape_str(in.shape()), " is not divisible by the group size ", n);
+}
+
+void check_peer(int peer, int n, const char* what, const char* op, const std::string& group) {
+  TPSP_CHECK(peer >= 0 && peer < n, op, " in group ", group, ": ", what, "=", peer,
+             " is not a rank of the group (size ", n, ")");
+}
+
+void prepare_out(Tensor& out, const Shape& shape, const char* op, const std::string& group) {
+  if (!out.defined()) {
+    out = Tensor(shape);
+    return;
+  }
+  check_tensor(out, op, group);
+  TPSP_CHECK(out.shape() == shape, op, " in group ", group, ": output has shape ", shape_str(out.shape()),
+             " but the result has shape ", shape_str(shape));
+}
+
+}  // namespace tpsp::comm
