@@ -2,6 +2,7 @@
 // and the element's flat index in the whole tensor, never on which rank computes it.
 #include "engine/ops/dropout.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,30 @@
 #include "engine/random/philox.h"
 
 namespace tpsp::ops {
+namespace {
+
+/// Writes keep_value or 0 for the `count` consecutive global indices first, first+1, …: the same bits
+/// as random::uniform(seed, stream, i) >= p (counter (i / 4, stream), lane i % 4, top 24 bits), but
+/// one Philox block serves four consecutive indices instead of being recomputed for each.
+void fill_keep_row(float* out, int64_t count, uint64_t first, float p, float keep_value,
+                   const DropoutKey& key) {
+  const std::array<uint32_t, 2> k = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
+  std::array<uint32_t, 4> lanes{};
+  uint64_t block = ~uint64_t{0};
+  for (int64_t j = 0; j < count; ++j) {
+    const uint64_t i = first + static_cast<uint64_t>(j);
+    if (i / 4 != block) {
+      block = i / 4;
+      lanes = random::philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                  static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
+                                 k);
+    }
+    const float u = static_cast<float>(lanes[i % 4] >> 8) * (1.0f / 16777216.0f);
+    out[j] = u >= p ? keep_value : 0.f;
+  }
+}
+
+}  // namespace
 
 // The stream id is the FNV-1a 64 hash of "<site>#<iteration>", e.g. "embedding#3".
 uint64_t dropout_stream(const std::string& site, int64_t iteration) {
@@ -31,7 +56,7 @@ Tensor dropout_mask(const Shape& local_shape, float p, const DropoutKey& key) {
   if (n == 0) return mask;
   const float keep_value = 1.f / (1.f - p);
   if (nd == 0) {  // a scalar: global index 0
-    mask.data()[0] = random::uniform(key.seed, key.stream, 0) >= p ? keep_value : 0.f;
+    fill_keep_row(mask.data(), 1, 0, p, keep_value, key);
     return mask;
   }
   // Row-major strides of the global tensor; the last dim is contiguous in both tensors.
@@ -42,9 +67,7 @@ Tensor dropout_mask(const Shape& local_shape, float p, const DropoutKey& key) {
   for (int64_t row = 0; row < n / inner; ++row) {
     int64_t base = 0;
     for (std::size_t d = 0; d < nd; ++d) base += (offset[d] + idx[d]) * gstride[d];
-    float* out = mask.data() + row * inner;
-    for (int64_t j = 0; j < inner; ++j)
-      out[j] = random::uniform(key.seed, key.stream, static_cast<uint64_t>(base + j)) >= p ? keep_value : 0.f;
+    fill_keep_row(mask.data() + row * inner, inner, static_cast<uint64_t>(base), p, keep_value, key);
     for (std::size_t d = nd - 1; d-- > 0;) {  // odometer over the leading dims
       if (++idx[d] < local_shape[d]) break;
       idx[d] = 0;

@@ -85,6 +85,14 @@ TEST_CASE("dropout mask of a head shard of [b, heads, s, s] equals the heads of 
         ops::dropout_mask({b, 2, s, s}, p, ops::DropoutKey{3, 11, {b, heads, s, s}, {0, first, 0, 0}});
     Tensor expect = whole.narrow_copy(1, first, 2);
     for (int64_t i = 0; i < shard.numel(); ++i) REQUIRE(shard.at(i) == expect.at(i));
+    // ...and it is the keep rule at the global flat index ((bi·heads + first + hl)·s + i)·s + j.
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hl = 0; hl < 2; ++hl)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < s; ++j) {
+            const uint64_t g = uint64_t(((bi * heads + first + hl) * s + i) * s + j);
+            CHECK((shard.at({bi, hl, i, j}) != 0.f) == (random::uniform(3, 11, g) >= p));
+          }
   }
   // A shard along the last dim (offset inside the contiguous rows) as well.
   Tensor cols =
