@@ -40,9 +40,16 @@ bool read_all(int fd, void* p, std::size_t n) {
   return true;
 }
 
-bool write_blob(int fd, const char* p, std::size_t n) {
+/// Appends <u32 length in network order><bytes> to a message being built.
+void put_blob(std::string& msg, const char* p, std::size_t n) {
   const uint32_t len = htonl(static_cast<uint32_t>(n));
-  return write_all(fd, &len, sizeof(len)) && write_all(fd, p, n);
+  msg.append(reinterpret_cast<const char*>(&len), sizeof(len));
+  msg.append(p, n);
+}
+
+/// Sends a whole message with one write (small writes in a row would meet Nagle + delayed ACK).
+bool write_msg(int fd, const std::string& msg) {
+  return write_all(fd, msg.data(), msg.size());
 }
 
 bool read_blob(int fd, std::string* out) {
@@ -101,6 +108,8 @@ void TcpStoreServer::accept_loop() {
       ::close(fd);
       return;
     }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn_fds_.push_back(fd);
     conn_threads_.emplace_back([this, fd] { serve(fd); });
   }
@@ -132,8 +141,10 @@ void TcpStoreServer::serve(int fd) {
       }
       if (!found) {
         if (!write_all(fd, "N", 1)) return;
-      } else if (!write_all(fd, "Y", 1) || !write_blob(fd, value.data(), value.size())) {
-        return;
+      } else {
+        std::string msg = "Y";
+        put_blob(msg, value.data(), value.size());
+        if (!write_msg(fd, msg)) return;
       }
     } else {
       return;  // protocol error: drop the connection
@@ -185,8 +196,10 @@ TcpStore::~TcpStore() {
 void TcpStore::set(const std::string& key, const std::vector<char>& data) {
   std::lock_guard<std::mutex> lock(mu_);
   char reply = 0;
-  if (!write_all(fd_, "S", 1) || !write_blob(fd_, key.data(), key.size()) ||
-      !write_blob(fd_, data.data(), data.size()) || !read_all(fd_, &reply, 1) || reply != 'K') {
+  std::string msg = "S";
+  put_blob(msg, key.data(), key.size());
+  put_blob(msg, data.data(), data.size());
+  if (!write_msg(fd_, msg) || !read_all(fd_, &reply, 1) || reply != 'K') {
     throw gloo::IoException("tcp store: set('" + key + "') failed: the store server is gone");
   }
 }
@@ -194,7 +207,9 @@ void TcpStore::set(const std::string& key, const std::vector<char>& data) {
 bool TcpStore::try_get(const std::string& key, std::vector<char>* value) {
   std::lock_guard<std::mutex> lock(mu_);
   char reply = 0;
-  if (!write_all(fd_, "G", 1) || !write_blob(fd_, key.data(), key.size()) || !read_all(fd_, &reply, 1)) {
+  std::string msg = "G";
+  put_blob(msg, key.data(), key.size());
+  if (!write_msg(fd_, msg) || !read_all(fd_, &reply, 1)) {
     throw gloo::IoException("tcp store: get('" + key + "') failed: the store server is gone");
   }
   if (reply == 'N') return false;

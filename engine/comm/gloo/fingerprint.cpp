@@ -36,7 +36,8 @@ std::string describe(const Fingerprint& fp, bool with_shape) {
       for (uint32_t i = 0; i < fp.ndim && i < Fingerprint::kMaxDims; ++i) shape.push_back(fp.shape[i]);
       s += " " + shape_str(shape);
     }
-    if (op == OpKind::all_gather || op == OpKind::reduce_scatter) s += ", dim " + std::to_string(fp.arg);
+    if ((op == OpKind::all_gather || op == OpKind::reduce_scatter) && fp.arg != 0)
+      s += ", dim " + std::to_string(fp.arg);
     if (op == OpKind::broadcast) s += ", root " + std::to_string(fp.arg);
     if ((op == OpKind::all_reduce || op == OpKind::reduce_scatter) && fp.reduce != 0)
       s += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(fp.reduce));

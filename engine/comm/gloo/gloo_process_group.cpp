@@ -7,6 +7,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <set>
 #include <thread>
@@ -91,6 +93,10 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(
              ")");
   TPSP_CHECK(options.timeout.count() > 0, "world: the timeout must be positive, got ",
              options.timeout.count(), " ms");
+  // A write to a dead peer's socket raises SIGPIPE, whose default action kills the process before
+  // Gloo can report the error. Ignore it (as Python, hence PyTorch, does) unless someone handles it.
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   auto domain = std::make_shared<GlooDomain>();
   domain->store = std::move(store);
   domain->device = std::move(device);

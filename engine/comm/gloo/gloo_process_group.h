@@ -33,6 +33,7 @@ class GlooProcessGroup final : public ProcessGroup, public std::enable_shared_fr
   /// Connects the world group of `size` ranks: a full mesh over `store`, whose keys are prefixed by
   /// `key_prefix` (unique per run and per call: a FileStore directory cannot be reused with the same
   /// prefix). Throws CommError if the rendezvous fails or times out (options.timeout).
+  /// Sets SIGPIPE to SIG_IGN if it has the default action, so a dead peer is an error, not a kill.
   static std::shared_ptr<GlooProcessGroup> create_world(int rank, int size,
                                                         std::shared_ptr<gloo::rendezvous::Store> store,
                                                         std::shared_ptr<gloo::transport::Device> device,
