@@ -261,7 +261,9 @@ TEST_CASE("Slurm mode (emulated) maps SLURM_* to the rank env and a deterministi
                                                        {"SLURM_LOCALID", std::to_string(rank)},
                                                        {"SLURM_NTASKS_PER_NODE", "4"},
                                                        {"SLURM_JOB_ID", job},
-                                                       {"SLURM_STEP_ID", "6"}}));
+                                                       {"SLURM_STEP_ID", "6"},
+                                                       {"SLURM_CLUSTER_NAME", "emu"},
+                                                       {"SLURM_SRUN_COMM_PORT", "4242"}}));
   }
   std::set<std::string> stores;
   for (auto& task : tasks) {
@@ -273,8 +275,9 @@ TEST_CASE("Slurm mode (emulated) maps SLURM_* to the rank env and a deterministi
     stores.insert(ranks.begin()->second.at("TPSP_STORE_DIR"));
     CHECK(ranks.begin()->second.at("LOCAL_WORLD_SIZE") == "4");
   }
-  CHECK(stores == std::set<std::string>{base + "/tpsp-slurm-" + job + ".6/store"});
-  CHECK_FALSE(dir_exists(base + "/tpsp-slurm-" + job + ".6"));
+  const std::string step_root = base + "/tpsp-slurm-emu-" + job + ".6-p4242";
+  CHECK(stores == std::set<std::string>{step_root + "/store"});
+  CHECK_FALSE(dir_exists(step_root));
   remove_dir(base);
 }
 

@@ -39,6 +39,8 @@ TEST_CASE("unit: the Slurm store layout is deterministic and one path component"
   CHECK(a.store == "/shared/tpsp-slurm-123.4/store");
   const auto b = slurm_store_layout("/shared", "12/../3", "");
   CHECK(b.root == "/shared/tpsp-slurm-12_.._3._");
+  const auto c = slurm_store_layout("/tmp", "1", "0", "my cluster", "37015");
+  CHECK(c.root == "/tmp/tpsp-slurm-my_cluster-1.0-p37015");
 }
 
 namespace {

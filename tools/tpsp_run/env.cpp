@@ -138,6 +138,8 @@ std::optional<SlurmTask> read_slurm_task(std::string* error) {
   auto step = get_env("SLURM_STEP_ID");
   if (!step) step = get_env("SLURM_STEPID");
   task.step_id = step && !step->empty() ? *step : "nostep";
+  task.cluster = get_env("SLURM_CLUSTER_NAME").value_or("");
+  task.srun_port = get_env("SLURM_SRUN_COMM_PORT").value_or("");
   if (const auto text = get_env("SLURM_CPUS_PER_TASK")) {
     const auto value = parse_int(*text);
     if (value && *value >= 1) task.cpus_per_task = *value;

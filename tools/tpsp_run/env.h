@@ -21,6 +21,8 @@ struct SlurmTask {
   int local_world_size = 1;          // SLURM_NTASKS_PER_NODE, else derived (see read_slurm_task)
   std::string job_id;                // SLURM_JOB_ID (SLURM_JOBID for old releases)
   std::string step_id;               // SLURM_STEP_ID (SLURM_STEPID), "nostep" when absent
+  std::string cluster;               // SLURM_CLUSTER_NAME, empty when unset
+  std::string srun_port;             // SLURM_SRUN_COMM_PORT (srun's port: one per running srun), or empty
   std::optional<int> cpus_per_task;  // SLURM_CPUS_PER_TASK when set
 };
 

@@ -49,7 +49,8 @@ int parse_command_line(int argc, char** argv, Options* opts) {
       "tpsp-run: start the ranks of a tpsp program, relay their output with rank prefixes, and stop the\n"
       "whole job loudly when one rank fails.\n\n"
       "  tpsp-run -n 4 -- ./build/bin/demo --steps 10      (4 local processes)\n"
-      "  srun -n 4 tpsp-run -- ./build/bin/demo            (one task of a Slurm step)\n\n"
+      "  srun -K -n 4 tpsp-run -- ./build/bin/demo         (one task of a Slurm step; -K stops\n"
+      "                                                     the other tasks when one fails)\n\n"
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR and\n"
       "OPENBLAS_NUM_THREADS. Exit code: 0 when all ranks exit 0; else the first failed rank's code\n"
       "(128+signal if it was killed), 124 on --timeout, 128+signal when interrupted, 2 for bad usage.",
@@ -119,13 +120,19 @@ std::optional<int> blas_threads_to_set(const Options& opts, int default_threads)
   return default_threads;
 }
 
-// Runs the job described by `spec` and prints the summary. Returns the launcher's exit code.
-int run_and_report(const JobSpec& spec) {
+// Runs the job described by `spec` and prints the summary, followed by `failure_note` (when not empty)
+// if a rank failed or timed out. Returns the launcher's exit code.
+int run_and_report(const JobSpec& spec, const std::string& failure_note = "") {
   std::vector<int> ranks;
   for (const auto& r : spec.ranks) ranks.push_back(r.rank);
   LineRelay relay(ranks, spec.tail_lines);
   const JobOutcome outcome = run_job(spec, relay);
-  write_all(2, format_summary(outcome, relay, spec.timeout_s, spec.verbose));
+  std::string summary = format_summary(outcome, relay, spec.timeout_s, spec.verbose);
+  if (!failure_note.empty() &&
+      (outcome.ending == Ending::kRankFailed || outcome.ending == Ending::kTimedOut)) {
+    summary += failure_note;
+  }
+  write_all(2, summary);
   return exit_code(outcome);
 }
 
@@ -185,7 +192,7 @@ int run_slurm(const Options& opts) {
 
   std::optional<SlurmStoreLayout> layout;
   if (!opts.no_file_store) {
-    layout = slurm_store_layout(opts.store_base, task->job_id, task->step_id);
+    layout = slurm_store_layout(opts.store_base, task->job_id, task->step_id, task->cluster, task->srun_port);
     if (!create_slurm_store(*layout, &error)) {
       write_all(2,
                 fmt::format("tpsp-run: error: {} (--store-base must exist on a filesystem all tasks share)\n",
@@ -229,7 +236,10 @@ int run_slurm(const Options& opts) {
                              task->world_size, task->local_rank, task->local_world_size,
                              layout ? layout->store : "TCP (MASTER_ADDR:MASTER_PORT)"));
   }
-  const int code = run_and_report(spec);
+  // This launcher sees only its own task; stopping the others is srun's job.
+  const int code = run_and_report(spec,
+                                  "tpsp-run: (Slurm) the other tasks are stopped at once only under "
+                                  "'srun --kill-on-bad-exit' (-K) or KillOnBadExit=1 in slurm.conf\n");
   if (layout) release_slurm_store(*layout, task->rank, task->world_size);
   return code;
 }

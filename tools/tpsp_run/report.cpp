@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstring>
 #include <vector>
 
@@ -74,6 +75,17 @@ std::string describe_end(const RankOutcome& r) {
   return fmt::format("was killed by {} ({})", signal_name(r.code), description);
 }
 
+std::string end_hint(const RankOutcome& r) {
+  if (!r.finished || r.exited || r.stop_signal != 0) return "";
+  if (r.code == SIGKILL)
+    return "SIGKILL did not come from tpsp-run: out of memory (see dmesg), or killed from outside?";
+  if (r.code == SIGTERM || r.code == SIGINT || r.code == SIGHUP) {
+    return fmt::format("{} did not come from tpsp-run: sent by srun, scancel or kill from outside?",
+                       signal_name(r.code));
+  }
+  return "";
+}
+
 int exit_code(const JobOutcome& outcome) {
   switch (outcome.ending) {
     case Ending::kAllSucceeded:
@@ -122,6 +134,8 @@ std::string format_summary(const JobOutcome& outcome, const LineRelay& relay, do
       const RankOutcome& failed = outcome.ranks[slot];
       out += fmt::format("tpsp-run: ==== job failed: rank {} {} after {:.2f} s ====\n", failed.rank,
                          describe_end(failed), failed.end_s);
+      if (const std::string hint = end_hint(failed); !hint.empty())
+        out += fmt::format("tpsp-run: hint: {}\n", hint);
       if (!stopped_running.empty()) {
         out += fmt::format("tpsp-run: stopped the other ranks: {}\n", stopped_notes);
       }

@@ -17,6 +17,11 @@ std::string signal_name(int sig);
 // "was killed by SIGSEGV (Segmentation fault)". Adds a hint for the shell's 126/127 codes.
 std::string describe_end(const RankOutcome& rank);
 
+// A hint on who sent the signal that killed a rank, when it was not the launcher and the signal is one
+// that usually comes from outside (SIGKILL: the OOM killer; SIGTERM/SIGINT/SIGHUP: srun, scancel, kill).
+// Empty when there is nothing to say.
+std::string end_hint(const RankOutcome& rank);
+
 // The launcher's exit code: 0 when every rank succeeded; the failed rank's exit code, or 128 + its
 // signal; 124 on timeout; 128 + the received signal when interrupted; 1 when a rank could not start.
 int exit_code(const JobOutcome& outcome);

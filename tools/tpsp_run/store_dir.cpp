@@ -63,11 +63,16 @@ bool ensure_dir(const std::string& path, std::string* error) {
 }  // namespace
 
 SlurmStoreLayout slurm_store_layout(const std::string& base, const std::string& job_id,
-                                    const std::string& step_id) {
+                                    const std::string& step_id, const std::string& cluster,
+                                    const std::string& srun_port) {
   std::string trimmed = base.empty() ? "/tmp" : base;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   SlurmStoreLayout layout;
-  layout.root = trimmed + "/tpsp-slurm-" + sanitize_component(job_id) + "." + sanitize_component(step_id);
+  std::string name = "tpsp-slurm-";
+  if (!cluster.empty()) name += sanitize_component(cluster) + "-";
+  name += sanitize_component(job_id) + "." + sanitize_component(step_id);
+  if (!srun_port.empty()) name += "-p" + sanitize_component(srun_port);
+  layout.root = trimmed + "/" + name;
   layout.store = layout.root + "/store";
   layout.done = layout.root + "/done";
   return layout;

@@ -19,19 +19,24 @@ std::optional<std::string> make_private_store_dir(std::string* error);
 // already gone is fine).
 void remove_tree(const std::string& path);
 
-// The layout shared by all tasks of one Slurm step:
-//   <base>/tpsp-slurm-<job>.<step>/store      -> TPSP_STORE_DIR (only the engine's FileStore writes here)
-//   <base>/tpsp-slurm-<job>.<step>/done/<r>   -> written by task r when it finishes (for cleanup)
+// The layout shared by all tasks of one Slurm step, with NAME =
+// tpsp-slurm-[<cluster>-]<job>.<step>[-p<port>]:
+//   <base>/NAME/store      -> TPSP_STORE_DIR (only the engine's FileStore writes here)
+//   <base>/NAME/done/<r>   -> written by task r when it finishes (for cleanup)
+// Job ids restart at 1 in a fresh cluster, so the cluster name and srun's port (unique among the sruns
+// running on one host at a time) are part of the name when Slurm provides them.
 struct SlurmStoreLayout {
   std::string root;
   std::string store;
   std::string done;
 };
 
-// Computes the layout for a job and step id under `base` (no filesystem access). Characters other than
-// [A-Za-z0-9._-] in the ids are replaced by '_' so the name is always one path component.
+// Computes the layout under `base` (no filesystem access); `cluster` and `srun_port` are left out of
+// the name when empty. Characters other than [A-Za-z0-9._-] in the parts are replaced by '_' so the
+// name is always one path component.
 SlurmStoreLayout slurm_store_layout(const std::string& base, const std::string& job_id,
-                                    const std::string& step_id);
+                                    const std::string& step_id, const std::string& cluster = "",
+                                    const std::string& srun_port = "");
 
 // Creates root, store and done (mode 0700, existing ones are fine: the other tasks create them too).
 // Returns false with *error set when a directory cannot be created or `base` does not exist.
