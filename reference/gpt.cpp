@@ -34,33 +34,6 @@ std::vector<int64_t> targets_seq_first(const TokenBatch& t) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, Shape>> gpt_parameter_shapes(const GPTConfig& c) {
-  const int64_t h = c.hidden, f = c.ffn_hidden();
-  std::vector<std::pair<std::string, Shape>> out = {
-      {"embedding.word_embeddings.weight", {c.vocab, h}},
-      {"embedding.position_embeddings.weight", {c.seq, h}},
-  };
-  for (int64_t i = 0; i < c.layers; ++i) {
-    const std::string p = layer_prefix(i);
-    out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "input_layernorm.bias", {h}});
-    out.push_back({p + "self_attention.linear_qkv.weight", {3 * h, h}});
-    out.push_back({p + "self_attention.linear_qkv.bias", {3 * h}});
-    out.push_back({p + "self_attention.linear_proj.weight", {h, h}});
-    out.push_back({p + "self_attention.linear_proj.bias", {h}});
-    out.push_back({p + "pre_mlp_layernorm.weight", {h}});
-    out.push_back({p + "pre_mlp_layernorm.bias", {h}});
-    out.push_back({p + "mlp.linear_fc1.weight", {f, h}});
-    out.push_back({p + "mlp.linear_fc1.bias", {f}});
-    out.push_back({p + "mlp.linear_fc2.weight", {h, f}});
-    out.push_back({p + "mlp.linear_fc2.bias", {h}});
-  }
-  out.push_back({"decoder.final_layernorm.weight", {h}});
-  out.push_back({"decoder.final_layernorm.bias", {h}});
-  if (!c.tied) out.push_back({"output_layer.weight", {c.vocab, h}});
-  return out;
-}
-
 /// Activations one layer keeps for backward ([s, b, ·] each).
 struct GPT::LayerActs {
   Tensor x_in;                     // residual stream entering the layer [s, b, h]

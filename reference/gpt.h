@@ -37,12 +37,14 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/config.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor.h"
 #include "engine/tokens.h"
-#include "reference/config.h"
 
 namespace tpsp::reference {
+
+using tpsp::gpt_parameter_shapes;
 
 /// Named parameters (or gradients), ordered by name.
 using ParamMap = std::map<std::string, Tensor>;
@@ -85,8 +87,5 @@ class GPT {
   int64_t steps_ = 0;
   std::shared_ptr<Acts> acts_;
 };
-
-/// Parameter names and whole shapes of a config, in the order above.
-std::vector<std::pair<std::string, Shape>> gpt_parameter_shapes(const GPTConfig& cfg);
 
 }  // namespace tpsp::reference

@@ -3,6 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
 
 namespace tpsp {
 
@@ -34,5 +38,9 @@ struct GPTConfig {
   /// "V=37 s=13 h=24 heads=3 layers=2 ffn=96 ..." for reports.
   std::string str() const;
 };
+
+/// Parameter names (Megatron-LM's) and whole shapes of a config, in model order; see reference/gpt.h
+/// for the architecture. The vocabulary is the real V (the parallel model pads it to a multiple of tp).
+std::vector<std::pair<std::string, Shape>> gpt_parameter_shapes(const GPTConfig& cfg);
 
 }  // namespace tpsp

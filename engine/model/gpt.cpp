@@ -5,7 +5,6 @@
 
 #include "engine/error.h"
 #include "engine/random/init.h"
-#include "reference/gpt.h"
 
 namespace tpsp::model {
 
@@ -30,7 +29,7 @@ struct ParallelGPT::Saved {
 std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sp) {
   const int64_t padded = (cfg.vocab + tp - 1) / tp * tp;
   std::map<std::string, ShardSpec> specs;
-  for (auto [name, shape] : reference::gpt_parameter_shapes(cfg)) {
+  for (auto [name, shape] : gpt_parameter_shapes(cfg)) {
     ShardSpec s{shape, -1, false};
     auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
     if (ends("word_embeddings.weight") || ends("output_layer.weight")) {

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/config.h"
 #include "engine/model/transformer_layer.h"
 #include "engine/parallel_state.h"
 #include "engine/tensor_parallel/cross_entropy.h"
 #include "engine/tensor_parallel/layers.h"
 #include "engine/tokens.h"
-#include "reference/config.h"
 
 namespace tpsp::model {
 
@@ -88,7 +88,7 @@ class ParallelGPT {
   int64_t steps_ = 0;
 };
 
-/// Whole-parameter layout for a config at a TP size (names as reference::gpt_parameter_shapes).
+/// Whole-parameter layout for a config at a TP size (names as gpt_parameter_shapes).
 std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sequence_parallel);
 
 /// The local slice of a whole tensor for TP rank `rank` of `tp` under `spec`.

@@ -15,9 +15,9 @@
 #include <string>
 
 #include "engine/comm/process_group.h"
+#include "engine/model/config.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor_parallel/layers.h"
-#include "reference/config.h"
 
 namespace tpsp::model {
 

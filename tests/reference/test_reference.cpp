@@ -78,7 +78,8 @@ TEST_CASE("reference: bad input gets a clear error naming the values") {
   reference::GPT gpt(small(), 7);
   TokenBatch wrong = ids;
   wrong.ids[14] = 40;
-  CHECK(message_of([&] { gpt.forward(wrong, targets); }) == "input ids: token id 40 at [1, 1] is outside [0, 37)");
+  CHECK(message_of([&] { gpt.forward(wrong, targets); }) ==
+        "input ids: token id 40 at [1, 1] is outside [0, 37)");
   TokenBatch wrong_t = targets;
   wrong_t.ids[3] = -5;
   CHECK(message_of([&] { gpt.forward(ids, wrong_t); }) ==

@@ -72,7 +72,8 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<void(int r
     }
     char buf[4096];
     ssize_t n;
-    while ((n = read(pipes[r], buf, sizeof buf)) > 0) results[r].message.append(buf, static_cast<std::size_t>(n));
+    while ((n = read(pipes[r], buf, sizeof buf)) > 0)
+      results[r].message.append(buf, static_cast<std::size_t>(n));
   }
   for (int fd : pipes) close(fd);
   std::error_code ec;
@@ -84,7 +85,8 @@ std::string failures(const std::vector<RankResult>& results) {
   std::string out;
   for (std::size_t r = 0; r < results.size(); ++r)
     if (results[r].code != 0)
-      out += "rank " + std::to_string(r) + " (code " + std::to_string(results[r].code) + "): " + results[r].message + "\n";
+      out += "rank " + std::to_string(r) + " (code " + std::to_string(results[r].code) +
+             "): " + results[r].message + "\n";
   return out;
 }
 

@@ -18,7 +18,8 @@ struct RankResult {
 
 /// Forks `world_size` ranks running fn(rank). A rank that throws exits 1 with the exception's
 /// message; one still running after timeout_s is killed (code −9, message "timed out").
-std::vector<RankResult> run_ranks(int world_size, const std::function<void(int rank)>& fn, double timeout_s = 60);
+std::vector<RankResult> run_ranks(int world_size, const std::function<void(int rank)>& fn,
+                                  double timeout_s = 60);
 
 /// "" when every rank exited 0; otherwise one line per failing rank: "rank 1: <message>".
 std::string failures(const std::vector<RankResult>& results);

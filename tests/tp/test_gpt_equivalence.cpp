@@ -5,6 +5,8 @@
 // same relative bound for gradients (see docs/tolerances.md).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "engine/parallel_state.h"
 #include "tests/tp/tp_util.h"
 
@@ -40,16 +42,22 @@ void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0
     ParallelState ps(comm::init_from_env(), tp);
     model::ParallelGPT gpt(c, 42, ps, {.sequence_parallel = sp});
     const int64_t b_local = b_global / dp;
-    TokenBatch my_ids{b_local, s, {ids.ids.begin() + ps.dp_rank() * b_local * s,
-                                   ids.ids.begin() + (ps.dp_rank() + 1) * b_local * s}};
-    TokenBatch my_targets{b_local, s, {targets.ids.begin() + ps.dp_rank() * b_local * s,
-                                       targets.ids.begin() + (ps.dp_rank() + 1) * b_local * s}};
+    TokenBatch my_ids{
+        b_local,
+        s,
+        {ids.ids.begin() + ps.dp_rank() * b_local * s, ids.ids.begin() + (ps.dp_rank() + 1) * b_local * s}};
+    TokenBatch my_targets{b_local,
+                          s,
+                          {targets.ids.begin() + ps.dp_rank() * b_local * s,
+                           targets.ids.begin() + (ps.dp_rank() + 1) * b_local * s}};
     const float loss = gpt.forward(my_ids, my_targets, 5);
-    if (dp == 1) expect(std::fabs(loss - ref_loss) <= 1e-5 + 1e-5 * std::fabs(ref_loss),
-                        "loss " + std::to_string(loss) + " != reference " + std::to_string(ref_loss));
+    if (dp == 1)
+      expect(std::fabs(loss - ref_loss) <= 1e-5 + 1e-5 * std::fabs(ref_loss),
+             "loss " + std::to_string(loss) + " != reference " + std::to_string(ref_loss));
     // Logits: this rank's vocabulary columns of its data-parallel rows.
     const Tensor local = gpt.logits_local();
-    const int64_t vl = local.size(2), v0 = ps.tp_rank() * vl, real = std::max<int64_t>(0, std::min(vl, c.vocab - v0));
+    const int64_t vl = local.size(2), v0 = ps.tp_rank() * vl,
+                  real = std::max<int64_t>(0, std::min(vl, c.vocab - v0));
     const Tensor ref_rows = ref_logits.slice0(ps.dp_rank() * b_local, (ps.dp_rank() + 1) * b_local);
     expect_close(local.narrow_copy(2, 0, real), ref_rows.narrow_copy(2, v0, real), 1e-4, 1e-5, "logits");
     gpt.backward();
@@ -60,10 +68,16 @@ void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0
     const ops::AdamWConfig adam;
     ref.step(adam);
     gpt.step(adam);
+    // AdamW divides by √v + eps: a gradient that is zero analytically (the key bias: softmax ignores
+    // a constant added to every score) carries ~1e-10 rounding noise that the update scales up to
+    // ~lr·noise/eps ≈ 1e-5, so parameters after the step are compared with atol 2e-5.
     for (const auto& [name, p] : gpt.params()) {
-      const Tensor want = expected_shard(ref.params().at(name), gpt.shard_spec(name), ps.tp_rank(), tp);
-      if (want.size(0) > ref.params().at(name).size(0)) continue;  // padded vocabulary rows: not in the reference
-      expect_close(p, want, 1e-4, 1e-6, "param after AdamW " + name);
+      const model::ShardSpec& spec = gpt.shard_spec(name);
+      const Tensor want = expected_shard(ref.params().at(name), spec, ps.tp_rank(), tp);
+      int64_t rows = p.size(0);  // padded vocabulary rows have no reference counterpart
+      if (spec.split_dim == 0 && spec.global_shape[0] != ref.params().at(name).size(0))
+        rows = std::clamp<int64_t>(c.vocab - ps.tp_rank() * p.size(0), 0, p.size(0));
+      expect_close(p.slice0(0, rows), want.slice0(0, rows), 1e-4, 2e-5, "param after AdamW " + name);
     }
   };
   const auto results = run_ranks(tp * dp, rank_fn, 90);
@@ -73,14 +87,36 @@ void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0
 
 }  // namespace
 
-TEST_CASE("tp step equals reference: tp=1") { check_step(odd_config(12), 1, 1, false); }
-TEST_CASE("tp step equals reference: tp=2") { check_step(odd_config(12), 2, 1, false); }
-TEST_CASE("tp step equals reference: tp=2 + SP") { check_step(odd_config(12), 2, 1, true); }
-TEST_CASE("tp step equals reference: tp=4") { check_step(odd_config(12), 4, 1, false); }
-TEST_CASE("tp step equals reference: tp=4 + SP") { check_step(odd_config(12), 4, 1, true); }
-TEST_CASE("tp step equals reference: tp=3, 3 heads, V=37 padded to 39") { check_step(odd_config(3), 3, 1, false); }
-TEST_CASE("tp step equals reference: tp=3 + SP, 3 heads") { check_step(odd_config(3), 3, 1, true); }
-TEST_CASE("tp step equals reference: dp=2 x tp=2 + SP") { check_step(odd_config(12), 2, 2, true); }
-TEST_CASE("tp step equals reference: dp=2 x tp=2") { check_step(odd_config(12), 2, 2, false); }
-TEST_CASE("tp step equals reference with dropout p=0.1: tp=2 + SP") { check_step(odd_config(12), 2, 1, true, 0.1f); }
-TEST_CASE("tp step equals reference with dropout p=0.1: tp=4") { check_step(odd_config(12), 4, 1, false, 0.1f); }
+TEST_CASE("tp step equals reference: tp=1") {
+  check_step(odd_config(12), 1, 1, false);
+}
+TEST_CASE("tp step equals reference: tp=2") {
+  check_step(odd_config(12), 2, 1, false);
+}
+TEST_CASE("tp step equals reference: tp=2 + SP") {
+  check_step(odd_config(12), 2, 1, true);
+}
+TEST_CASE("tp step equals reference: tp=4") {
+  check_step(odd_config(12), 4, 1, false);
+}
+TEST_CASE("tp step equals reference: tp=4 + SP") {
+  check_step(odd_config(12), 4, 1, true);
+}
+TEST_CASE("tp step equals reference: tp=3, 3 heads, V=37 padded to 39") {
+  check_step(odd_config(3), 3, 1, false);
+}
+TEST_CASE("tp step equals reference: tp=3 + SP, 3 heads") {
+  check_step(odd_config(3), 3, 1, true);
+}
+TEST_CASE("tp step equals reference: dp=2 x tp=2 + SP") {
+  check_step(odd_config(12), 2, 2, true);
+}
+TEST_CASE("tp step equals reference: dp=2 x tp=2") {
+  check_step(odd_config(12), 2, 2, false);
+}
+TEST_CASE("tp step equals reference with dropout p=0.1: tp=2 + SP") {
+  check_step(odd_config(12), 2, 1, true, 0.1f);
+}
+TEST_CASE("tp step equals reference with dropout p=0.1: tp=4") {
+  check_step(odd_config(12), 4, 1, false, 0.1f);
+}

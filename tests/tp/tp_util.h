@@ -16,8 +16,10 @@ namespace tpsp::testing {
 
 /// Throws naming `what`, the count of elements outside |got − want| ≤ atol + rtol·|want|, and the
 /// worst flat index with got/want. Shapes must match.
-inline void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
-  expect(got.shape() == want.shape(), what + ": shape " + shape_str(got.shape()) + " != " + shape_str(want.shape()));
+inline void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol,
+                         const std::string& what) {
+  expect(got.shape() == want.shape(),
+         what + ": shape " + shape_str(got.shape()) + " != " + shape_str(want.shape()));
   int64_t bad = 0, worst = -1;
   double worst_excess = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
@@ -38,13 +40,15 @@ inline void expect_close(const Tensor& got, const Tensor& want, double rtol, dou
 inline Tensor expected_shard(const Tensor& ref_whole, const model::ShardSpec& spec, int rank, int tp) {
   Tensor whole(spec.global_shape);
   const int64_t rows = std::min(ref_whole.size(0), whole.size(0));
-  std::copy(ref_whole.data(), ref_whole.data() + rows * (ref_whole.numel() / std::max<int64_t>(ref_whole.size(0), 1)),
+  std::copy(ref_whole.data(),
+            ref_whole.data() + rows * (ref_whole.numel() / std::max<int64_t>(ref_whole.size(0), 1)),
             whole.data());
   return model::shard_of(whole, spec, rank, tp);
 }
 
 /// A deterministic batch [b, s] of ids in [0, vocab); targets include two ignored (−100) positions.
-inline void make_batch(int64_t b, int64_t s, int64_t vocab, uint64_t salt, TokenBatch& ids, TokenBatch& targets) {
+inline void make_batch(int64_t b, int64_t s, int64_t vocab, uint64_t salt, TokenBatch& ids,
+                       TokenBatch& targets) {
   ids = {b, s, {}};
   targets = {b, s, {}};
   for (int64_t k = 0; k < b * s; ++k) {

@@ -2,6 +2,7 @@
 // reference, once at tp=2 with sequence parallelism through the launcher — and shows they are the
 // same model: losses side by side, the largest parameter difference, the communication of one
 // step, the activation memory per rank with and without SP, and a verdict.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,10 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "engine/error.h"
 #include "engine/io/npy.h"
@@ -30,7 +29,9 @@ namespace {
 
 constexpr double kLossRelTol = 1e-4;  // per-step loss, relative (fp32; see docs/tolerances.md)
 
-fs::path self_dir() { return fs::canonical("/proc/self/exe").parent_path(); }
+fs::path self_dir() {
+  return fs::canonical("/proc/self/exe").parent_path();
+}
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
@@ -77,8 +78,10 @@ int main(int argc, char** argv) {
     o.gpt.vocab = 256;
     fs::create_directories(out_dir);
     fmt::print("tpsp demo: {} on '{}' ({} bytes)\n", o.gpt.str(), o.text, fs::file_size(o.text));
-    fmt::print("  batch b={} s={}, {} steps, AdamW lr={}, seed {}; parallel run: tp={} dp={} sequence_parallel={}\n\n",
-               o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off");
+    fmt::print(
+        "  batch b={} s={}, {} steps, AdamW lr={}, seed {}; parallel run: tp={} dp={} "
+        "sequence_parallel={}\n\n",
+        o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off");
 
     // 1. The single-process reference.
     const train::ByteDataset data(o.text);
@@ -97,9 +100,9 @@ int main(int argc, char** argv) {
 
     // 2. The parallel run, as separate processes through the launcher.
     const fs::path bin = self_dir();
-    const std::string cmd = fmt::format("'{}' -n {} --timeout 600 -- '{}' {} --out '{}'", (bin / "tpsp-run").string(),
-                                        o.tp * o.dp, (bin / "tpsp-train").string(), train::train_options_flags(o),
-                                        out_dir);
+    const std::string cmd =
+        fmt::format("'{}' -n {} --timeout 600 -- '{}' {} --out '{}'", (bin / "tpsp-run").string(),
+                    o.tp * o.dp, (bin / "tpsp-train").string(), train::train_options_flags(o), out_dir);
     fmt::print("running: {}\n", cmd);
     std::fflush(stdout);
     if (std::system(cmd.c_str()) != 0) {
@@ -110,7 +113,8 @@ int main(int argc, char** argv) {
     const std::vector<float> tp_losses = report["losses"];
 
     // 3. Losses side by side.
-    fmt::print("\n{:>5}  {:>12}  {:>12}  {:>10}  {:>10}\n", "step", "reference", fmt::format("tp={}{}", o.tp, o.sequence_parallel ? "+sp" : ""), "|Δ|", "rel |Δ|");
+    fmt::print("\n{:>5}  {:>12}  {:>12}  {:>10}  {:>10}\n", "step", "reference",
+               fmt::format("tp={}{}", o.tp, o.sequence_parallel ? "+sp" : ""), "|Δ|", "rel |Δ|");
     double worst_rel = 0;
     int64_t worst_step = 0;
     std::ofstream csv(out_dir + "/losses.csv");
@@ -118,7 +122,8 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < o.steps; ++i) {
       const double d = std::fabs(double(ref_losses[i]) - tp_losses[i]), rel = d / std::fabs(ref_losses[i]);
       if (rel > worst_rel) worst_rel = rel, worst_step = i;
-      fmt::print("{:>5}  {:>12.6f}  {:>12.6f}  {:>10.2e}  {:>10.2e}\n", i, ref_losses[i], tp_losses[i], d, rel);
+      fmt::print("{:>5}  {:>12.6f}  {:>12.6f}  {:>10.2e}  {:>10.2e}\n", i, ref_losses[i], tp_losses[i], d,
+                 rel);
       csv << i << "," << ref_losses[i] << "," << tp_losses[i] << "\n";
     }
     csv.close();
@@ -127,7 +132,7 @@ int main(int argc, char** argv) {
     double max_param = 0;
     std::string max_name;
     for (const auto& [name, p] : ref.params()) {
-      const Tensor q = load_npy(out_dir + "/params/" + name + ".npy");
+      const Tensor q = io::load_npy(out_dir + "/params/" + name + ".npy");
       check_same_shape(p, q, name.c_str());
       for (int64_t k = 0; k < p.numel(); ++k)
         if (double d = std::fabs(p.at(k) - q.at(k)); d > max_param) max_param = d, max_name = name;
@@ -140,11 +145,16 @@ int main(int argc, char** argv) {
     for (const json& e : report["comm_step"])
       fmt::print("  {:<32} {:>4} calls  {:>12}\n", e["op"].get<std::string>(), e["calls"].get<int64_t>(),
                  human_bytes(e["bytes"].get<double>()));
-    auto total = [](const json& a) { double t = 0; for (const json& x : a) t += x.get<double>(); return t; };
+    auto total = [](const json& a) {
+      double t = 0;
+      for (const json& x : a) t += x.get<double>();
+      return t;
+    };
     const double mem_this = total(report["activation_bytes_per_layer"]);
     const double mem_other = total(report["activation_bytes_per_layer_other_sp"]);
     fmt::print("\nactivation memory kept for backward by the {} transformer layers:\n", o.gpt.layers);
-    fmt::print("  single process (reference):       {}\n", human_bytes(ref.activation_bytes() ? double(ref_mem) : 0));
+    fmt::print("  single process (reference):       {}\n",
+               human_bytes(ref.activation_bytes() ? double(ref_mem) : 0));
     fmt::print("  per rank, tp={} sequence_parallel={}: {}\n", o.tp, o.sequence_parallel ? "on " : "off",
                human_bytes(mem_this));
     if (mem_other > 0)
@@ -153,23 +163,29 @@ int main(int argc, char** argv) {
 
     // 6. Plot, sample, verdict.
     const std::string png = out_dir + "/losses.png";
-    const std::string plot = fmt::format("/usr/bin/python3 '{}/tools/plot_losses.py' '{}/losses.csv' '{}' 2>/dev/null",
-                                         TPSP_SOURCE_DIR, out_dir, png);
+    const std::string plot =
+        fmt::format("/usr/bin/python3 '{}/tools/plot_losses.py' '{}/losses.csv' '{}' 2>/dev/null",
+                    TPSP_SOURCE_DIR, out_dir, png);
     if (std::system(plot.c_str()) == 0)
       fmt::print("\nloss curve written to {}\n", png);
     else
-      fmt::print("\nloss curve not drawn (needs Debian's /usr/bin/python3 with python3-matplotlib); data in {}/losses.csv\n",
-                 out_dir);
+      fmt::print(
+          "\nloss curve not drawn (needs Debian's /usr/bin/python3 with python3-matplotlib); data in "
+          "{}/losses.csv\n",
+          out_dir);
     fmt::print("communication trace of one step: {}/trace.json (open in Perfetto)\n", out_dir);
     const std::string sample = generate(ref, "In the beginning", 120, o.seed);
     fmt::print("\ngenerated by the trained model: \"{}\"\n", sample);
-    fmt::print("\nwall time: reference {:.1f} s, parallel run {:.1f} s\n", ref_wall, report["wall_s"].get<double>());
+    fmt::print("\nwall time: reference {:.1f} s, parallel run {:.1f} s\n", ref_wall,
+               report["wall_s"].get<double>());
     const bool ok = worst_rel <= kLossRelTol;
-    fmt::print("\nverdict: {} — worst per-step relative loss |Δ| = {:.2e} at step {} (tolerance {:.0e}); "
-               "max parameter |Δ| = {:.2e}\n",
-               ok ? "MATCH, tp=" + std::to_string(o.tp) + (o.sequence_parallel ? "+SP" : "") + " is the same model as the reference"
-                  : "MISMATCH",
-               worst_rel, worst_step, kLossRelTol, max_param);
+    fmt::print(
+        "\nverdict: {} — worst per-step relative loss |Δ| = {:.2e} at step {} (tolerance {:.0e}); "
+        "max parameter |Δ| = {:.2e}\n",
+        ok ? "MATCH, tp=" + std::to_string(o.tp) + (o.sequence_parallel ? "+SP" : "") +
+                 " is the same model as the reference"
+           : "MISMATCH",
+        worst_rel, worst_step, kLossRelTol, max_param);
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tpsp-demo: error: {}\n", e.what());

@@ -24,10 +24,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
 
 std::string train_options_flags(const TrainOptions& o) {
   return fmt::format(
-      "--tp {} --dp {} {} --steps {} --seed {} --dropout {} --text '{}' --batch {} --seq {} --hidden {} --heads {} "
+      "--tp {} --dp {} {} --steps {} --seed {} --dropout {} --text '{}' --batch {} --seq {} --hidden {} "
+      "--heads {} "
       "--layers {} --lr {}{}",
       o.tp, o.dp, o.sequence_parallel ? "--sp" : "--no-sp", o.steps, o.seed, o.gpt.dropout, o.text, o.batch,
-      o.gpt.seq, o.gpt.hidden, o.gpt.heads, o.gpt.layers, o.adamw.lr, o.link.empty() ? "" : " --link " + o.link);
+      o.gpt.seq, o.gpt.hidden, o.gpt.heads, o.gpt.layers, o.adamw.lr,
+      o.link.empty() ? "" : " --link " + o.link);
 }
 
 }  // namespace tpsp::train

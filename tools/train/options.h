@@ -1,27 +1,26 @@
 // Training options shared by the parallel trainer (tpsp-train) and the demo driver (tpsp-demo).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
+#include "engine/model/config.h"
 #include "engine/ops/adamw.h"
-#include "reference/config.h"
 
 namespace tpsp::train {
 
 /// One training run: the model, the data, the parallel layout and the optimiser.
 struct TrainOptions {
-  GPTConfig gpt;            ///< vocab is fixed at 256 (byte-level text)
-  int64_t batch = 8;        ///< global batch b (split over dp)
+  GPTConfig gpt;      ///< vocab is fixed at 256 (byte-level text)
+  int64_t batch = 8;  ///< global batch b (split over dp)
   int64_t steps = 100;
   uint64_t seed = 1234;
-  std::string text;         ///< corpus path
+  std::string text;  ///< corpus path
   int tp = 2;
   int dp = 1;
   bool sequence_parallel = true;
-  std::string link;         ///< link emulation spec (empty = off), e.g. "nvlink", "2GB/s"
+  std::string link;  ///< link emulation spec (empty = off), e.g. "nvlink", "2GB/s"
   ops::AdamWConfig adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f};
 };
 

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/comm/env.h"
@@ -85,10 +84,11 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
     std::filesystem::create_directories(out_dir + "/params");
     for (const auto& [name, shard] : gpt.params()) {
       const model::ShardSpec& spec = gpt.shard_spec(name);
-      Tensor whole = spec.split_dim < 0 ? shard : ps.tp().all_gather(shard, spec.split_dim, {"gather_params"});
+      Tensor whole =
+          spec.split_dim < 0 ? shard : ps.tp().all_gather(shard, spec.split_dim, {"gather_params"});
       if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() && spec.split_dim == 0)
         whole = whole.slice0(0, o.gpt.vocab);
-      if (world->rank() == 0) save_npy(out_dir + "/params/" + name + ".npy", whole);
+      if (world->rank() == 0) io::save_npy(out_dir + "/params/" + name + ".npy", whole);
     }
   }
   if (world->rank() == 0) {
