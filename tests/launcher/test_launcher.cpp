@@ -225,6 +225,24 @@ TEST_CASE("SIGTERM to the launcher is forwarded and no process or store dir outl
   }
 }
 
+TEST_CASE("a process that escaped its rank's process group is killed when the job ends") {
+  const RunResult r = run(launcher({"-n", "1"}, "rank_sleep", {"60", "escape", "exit=0:0"}));
+  INFO(show(r));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.code == 0);
+  CHECK(r.seconds < 3.0);
+  static const std::regex escaped_re(R"(escaped=(\d+))");
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, escaped_re));
+  const pid_t escaped = std::stoi(m[1]);
+#ifdef __linux__
+  CHECK(r.err.find("killed 1 process(es) that outlived their rank") != std::string::npos);
+  CHECK_FALSE(process_alive(escaped));
+#else
+  kill(escaped, SIGKILL);  // no subreaper outside Linux: clean up after ourselves
+#endif
+}
+
 TEST_CASE("Slurm mode (emulated) maps SLURM_* to the rank env and a deterministic store dir") {
   const std::string base = make_temp_dir();
   const std::string job = std::to_string(getpid()) + "77";
@@ -295,6 +313,11 @@ TEST_CASE("OPENBLAS_NUM_THREADS is cores / local ranks unless the user set it") 
   const RunResult user = run(launcher({"-n", "2"}, "rank_env"), {{"OPENBLAS_NUM_THREADS", "7"}});
   REQUIRE(user.code == 0);
   for (const auto& [rank, env] : parse_env_output(user.out)) CHECK(env.at("OPENBLAS_NUM_THREADS") == "7");
+  const RunResult empty = run(launcher({"-n", "1"}, "rank_env"), {{"OPENBLAS_NUM_THREADS", ""}});
+  REQUIRE(empty.code == 0);  // an empty value means "unset" to OpenBLAS: the launcher fills it in
+  for (const auto& [rank, env] : parse_env_output(empty.out)) {
+    CHECK(env.at("OPENBLAS_NUM_THREADS") == std::to_string(std::max(1, cpus)));
+  }
   const RunResult flag =
       run(launcher({"-n", "2", "--blas-threads", "3"}, "rank_env"), {{"OPENBLAS_NUM_THREADS", "7"}});
   REQUIRE(flag.code == 0);

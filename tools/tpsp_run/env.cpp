@@ -20,6 +20,11 @@ std::optional<std::string> get_env(const char* name) {
   return std::string(value);
 }
 
+bool env_nonempty(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0';
+}
+
 bool slurm_detected() {
   return get_env("SLURM_PROCID").has_value() && get_env("SLURM_NTASKS").has_value();
 }

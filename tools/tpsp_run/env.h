@@ -30,6 +30,10 @@ struct SlurmTask {
 // as set. No errors.
 std::optional<std::string> get_env(const char* name);
 
+// True when environment variable `name` is set to a non-empty value (the engine and OpenBLAS treat an
+// empty value as unset, so the launcher does too).
+bool env_nonempty(const char* name);
+
 // True when this process looks like one task of a Slurm step: SLURM_PROCID and SLURM_NTASKS are both set.
 bool slurm_detected();
 

@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "strays.h"
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -163,6 +165,13 @@ struct Proc {
   _exit(err == ENOENT ? 127 : 126);
 }
 
+// Sends `sig` to the process group of the rank whose leader is `pid`, and to the leader itself in case
+// it moved to another group (setsid). Errors (nothing left to signal) are ignored.
+void signal_rank(pid_t pid, int sig) {
+  kill(-pid, sig);
+  kill(pid, sig);
+}
+
 // Seconds between two time points, as a double.
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -183,6 +192,8 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
     outcome.launch_error = signals.error();
     return outcome;
   }
+
+  begin_adopting_strays();
 
   // Everything exec needs is prepared before fork.
   std::vector<char*> argv;
@@ -207,16 +218,24 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
                                      std::chrono::duration<double>(std::max(0.0, spec.grace_s)));
     for (std::size_t i = 0; i < procs.size(); ++i) {
       if (procs[i].pid <= 0 || outcome.ranks[i].finished) continue;
-      kill(-procs[i].pid, sig);
+      signal_rank(procs[i].pid, sig);
       outcome.ranks[i].stop_signal = sig;
       outcome.ranks[i].running_at_stop = true;
     }
+  };
+  // The pids of the started ranks.
+  auto rank_pids = [&]() {
+    std::vector<pid_t> pids;
+    for (const auto& p : procs) {
+      if (p.pid > 0) pids.push_back(p.pid);
+    }
+    return pids;
   };
   // Sends SIGKILL to every rank still running that has not had one yet.
   auto escalate = [&]() {
     for (std::size_t i = 0; i < procs.size(); ++i) {
       if (procs[i].pid <= 0 || outcome.ranks[i].finished || procs[i].sigkill_at) continue;
-      kill(-procs[i].pid, SIGKILL);
+      signal_rank(procs[i].pid, SIGKILL);
       procs[i].sigkill_at = Clock::now();
       outcome.ranks[i].escalated =
           outcome.ranks[i].stop_signal != 0 && outcome.ranks[i].stop_signal != SIGKILL;
@@ -295,6 +314,7 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
       siginfo_t info{};
       const int rc = waitid(P_PID, static_cast<id_t>(procs[i].pid), &info, WEXITED | WNOHANG | WNOWAIT);
       if (rc == 0 && info.si_pid == 0) continue;  // still running
+      if (rc != 0 && errno == EINTR) continue;    // look again next round
       r.finished = true;
       r.end_s = seconds_between(t0, Clock::now());
       if (rc != 0) {  // cannot happen for our own child; report it as a failure rather than hang
@@ -345,7 +365,11 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
     // 3. Once every rank has ended, read what is left in the pipes, but not forever.
     bool pipes_open = false;
     for (const auto& p : procs) pipes_open = pipes_open || p.fds[0] >= 0 || p.fds[1] >= 0;
-    if (all_settled && !drain_until) drain_until = now + kDrainWait;
+    if (all_settled && !drain_until) {
+      // Whatever escaped a rank's group and still holds a pipe (or not) goes now.
+      for (pid_t pid : kill_strays(rank_pids(), 2.0)) outcome.strays.push_back(pid);
+      drain_until = Clock::now() + kDrainWait;
+    }
     if (all_settled && (!pipes_open || now >= *drain_until)) break;
 
     // 4. Wait for output, a signal or the next deadline.
@@ -420,6 +444,8 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
       procs[i].fds[s] = -1;
     }
   }
+  for (pid_t pid : kill_strays(rank_pids(), 1.0)) outcome.strays.push_back(pid);
+  end_adopting_strays();
   // Reap the zombies we kept (they are dead: this does not block).
   for (std::size_t i = 0; i < procs.size(); ++i) {
     if (procs[i].pid > 0 && outcome.ranks[i].finished) {

@@ -62,12 +62,16 @@ struct JobOutcome {
   std::string launch_error;  // what went wrong (kLaunchError)
   double elapsed_s = 0.0;    // wall time of the whole job, seconds
   std::vector<RankOutcome> ranks;
+  std::vector<pid_t> strays;  // processes that outlived their rank outside its group, killed at the end
 };
 
 // Runs the job to its end and returns its outcome. Rank output goes through `relay` (whose slots must
 // match spec.ranks). Installs handlers for SIGCHLD, SIGINT, SIGTERM and SIGHUP and ignores SIGPIPE for
 // the duration of the call, restoring the previous dispositions before returning. Never throws for
 // process errors: a failed fork or pipe ends the job as kLaunchError with the started ranks stopped.
+// When a rank ends, whatever it left running in its process group is SIGKILLed at once (no orphans).
+// On Linux the call makes the launcher a child subreaper, so that descendants which escaped their rank's
+// process group are found and killed once every rank has ended (see strays.h).
 JobOutcome run_job(const JobSpec& spec, LineRelay& relay);
 
 }  // namespace tpsp::run

@@ -100,7 +100,7 @@ int parse_command_line(int argc, char** argv, Options* opts) {
   if (opts->tail < 0) return usage_error("--tail must be >= 0");
   if (!(opts->grace_s >= 0 && opts->grace_s <= 1e6)) return usage_error("--grace must be >= 0 seconds");
   if (opts->blas_threads && *opts->blas_threads < 1) return usage_error("--blas-threads must be at least 1");
-  if (opts->no_file_store && (!get_env("MASTER_ADDR") || !get_env("MASTER_PORT"))) {
+  if (opts->no_file_store && (!env_nonempty("MASTER_ADDR") || !env_nonempty("MASTER_PORT"))) {
     return usage_error("--no-file-store needs MASTER_ADDR and MASTER_PORT in the environment");
   }
   if (!opts->nproc && !opts->slurm) {
@@ -113,10 +113,10 @@ int parse_command_line(int argc, char** argv, Options* opts) {
 }
 
 // OPENBLAS_NUM_THREADS to set, or nullopt to keep the user's own value: --blas-threads wins, then an
-// OPENBLAS_NUM_THREADS already in the environment, then `default_threads`.
+// OPENBLAS_NUM_THREADS already in the environment (non-empty), then `default_threads`.
 std::optional<int> blas_threads_to_set(const Options& opts, int default_threads) {
   if (opts.blas_threads) return opts.blas_threads;
-  if (get_env("OPENBLAS_NUM_THREADS")) return std::nullopt;
+  if (env_nonempty("OPENBLAS_NUM_THREADS")) return std::nullopt;
   return default_threads;
 }
 

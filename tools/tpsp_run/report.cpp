@@ -123,6 +123,14 @@ std::string format_summary(const JobOutcome& outcome, const LineRelay& relay, do
     }
   }
 
+  if (!outcome.strays.empty()) {
+    std::string pids;
+    for (pid_t pid : outcome.strays) pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
+    out += fmt::format(
+        "tpsp-run: killed {} process(es) that outlived their rank outside its process group (pid {})\n",
+        outcome.strays.size(), pids);
+  }
+
   switch (outcome.ending) {
     case Ending::kAllSucceeded:
       if (!verbose) return out;
