@@ -103,16 +103,24 @@ class ProcessGroup {
   // `out` arguments may be undefined (Tensor{}) and are then allocated with the result shape;
   // otherwise they must already have the result shape (ShapeError).
 
+  /// Async all_reduce: t (any shape) is reduced in place when the Work completes.
   virtual WorkPtr all_reduce_async(Tensor& t, ReduceOp op = ReduceOp::sum, const CallOpts& o = {}) = 0;
+  /// Async all_gather: out = [.., n*k, ..] from in = [.., k, ..] along dim.
   virtual WorkPtr all_gather_async(const Tensor& in, Tensor& out, int64_t dim = 0,
                                    const CallOpts& o = {}) = 0;
+  /// Async reduce_scatter: out = [.., k, ..] (chunk r) from in = [.., n*k, ..] along dim.
   virtual WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out, int64_t dim = 0,
                                        ReduceOp op = ReduceOp::sum, const CallOpts& o = {}) = 0;
+  /// Async all_to_all: out = [n*k, ..] from in = [n*k, ..] (chunk j of out from rank j).
   virtual WorkPtr all_to_all_async(const Tensor& in, Tensor& out, const CallOpts& o = {}) = 0;
+  /// Async broadcast from group rank root, in place.
   virtual WorkPtr broadcast_async(Tensor& t, int root, const CallOpts& o = {}) = 0;
-  /// Point to point calls bypass the group's queue (c10d semantics): they are posted at once.
+  /// Async send to group rank dst. Point-to-point calls bypass the group's queue (c10d semantics):
+  /// they are posted at once, so a send and a recv may be issued in either order on the two sides.
   virtual WorkPtr send_async(const Tensor& t, int dst, const CallOpts& o = {}) = 0;
+  /// Async recv from group rank src into t (preallocated, the sender's byte size).
   virtual WorkPtr recv_async(Tensor& t, int src, const CallOpts& o = {}) = 0;
+  /// Async barrier: completes when every rank of the group issued its barrier.
   virtual WorkPtr barrier_async(const CallOpts& o = {}) = 0;
 
   /// Creates a subgroup of the given world ranks (c10d new_group). Collective over THIS group: every
@@ -124,22 +132,32 @@ class ProcessGroup {
 
   /// The recorder shared by this group, its parent and its subgroups.
   Recorder& recorder() { return *recorder_; }
+  /// The same recorder as a shared handle (to keep it after the group is gone).
   std::shared_ptr<Recorder> recorder_ptr() const { return recorder_; }
 
-  /// Options used by calls issued from now on.
+  /// Options used by calls issued from now on (a copy).
   GroupOptions options() const;
+  /// Replaces the options for calls issued from now on. ShapeError on a non-positive timeout.
   void set_options(const GroupOptions& o);
+  /// Timeout of each later call. ShapeError unless positive.
   void set_timeout(std::chrono::milliseconds timeout);
+  /// Turns the fingerprint check on or off for later calls (every rank must choose the same).
   void set_fingerprints(bool on);
+  /// Link emulation for later calls (LinkModel{} turns it off).
   void set_link(const LinkModel& link);
 
   /// True after a communication failure; every later call raises CommError with dead_reason().
   virtual bool dead() const = 0;
+  /// The first failure's message ("" while the group is alive).
   virtual std::string dead_reason() const = 0;
 
  protected:
+  /// For backends: `rank` of `size` in the group named `name` whose members are `global_ranks`.
   ProcessGroup(int rank, int size, std::string name, std::vector<int> global_ranks,
                std::shared_ptr<Recorder> recorder, GroupOptions options);
+  /// True while the calling thread is inside one of the blocking forms above (so a backend can
+  /// record the call as blocking rather than async).
+  static bool in_blocking_call();
 
   int rank_;
   int size_;

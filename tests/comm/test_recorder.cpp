@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/comm/cost_model.h"
@@ -86,6 +88,13 @@ TEST_CASE("recorded bytes follow the closed forms per op and world size 1..4") {
           expect(ev.at("dur").get<double>() >= 0 && ev.at("args").contains("bytes"), "trace event fields");
         }
       expect_eq(x_events, 7, "trace events");
+      // The same through a file, as Perfetto would read it.
+      const std::string path =
+          std::string(std::getenv("TPSP_STORE_DIR")) + "/trace" + std::to_string(r) + ".json";
+      rec.write_chrome_trace(path);
+      std::ifstream f(path);
+      const auto jf = nlohmann::json::parse(f);
+      expect_eq(jf.at("traceEvents").size(), j.at("traceEvents").size(), "events in the trace file");
       expect_eq(j.at("traceEvents").back().at("args").at("op").get<std::string>(), std::string("all_gather"),
                 "last event op");
       rec.clear();
@@ -105,6 +114,9 @@ TEST_CASE("subgroups share the world's recorder and async calls are flagged") {
     const auto q = world->recorder().query(RecordFilter{OpKind::all_reduce, "tp", ""});
     expect_eq(q.size(), std::size_t{1}, "tp records seen from the world recorder");
     expect(q[0].async && q[0].label == "x", "async flag and label");
+    sub->all_reduce(t, tpsp::comm::ReduceOp::sum, {"y"});
+    expect(!world->recorder().query(RecordFilter{OpKind::all_reduce, "tp", "y"}).at(0).async,
+           "blocking flag");
     expect_eq(world->recorder().query(RecordFilter{OpKind::new_group, "world", ""}).size(), std::size_t{1},
               "new_group recorded on the parent");
     (void)r;

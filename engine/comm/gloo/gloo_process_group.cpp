@@ -6,7 +6,6 @@
 #include <gloo/common/logging.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
-
 #include <signal.h>
 
 #include <algorithm>
@@ -217,6 +216,7 @@ GlooProcessGroup::Call GlooProcessGroup::make_call(OpKind op, const Shape& shape
   c.label = o.label;
   c.opts = options();
   c.t_issue = recorder_->now();
+  c.async = !in_blocking_call();
   return c;
 }
 
@@ -261,7 +261,8 @@ void GlooProcessGroup::run_p2p(const Call& c, const std::function<void()>& wait_
     const auto start = std::chrono::steady_clock::now();
     wait_body();
     if (c.opts.link.enabled()) {
-      const double t = c.opts.link.seconds(c.op, 2, c.tensor_bytes);
+      // a recv completes when the transfer would have arrived, as the send does
+      const double t = c.opts.link.seconds(OpKind::send, 2, c.tensor_bytes);
       std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                 std::chrono::duration<double>(t)));
     }
