@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,15 @@ struct Options {
   double grace_s = 2.0;
   bool verbose = false;
   std::vector<std::string> command;
+};
+
+// CLI11's help layout with a usage line that shows where the program goes.
+class UsageFormatter : public CLI::Formatter {
+ public:
+  // Returns the usage line for --help (`app` and `name` are unused: there is one command).
+  std::string make_usage(const CLI::App* /*app*/, std::string /*name*/) const override {
+    return "\nUsage: tpsp-run [OPTIONS] [--] PROG [ARGS...]\n";
+  }
 };
 
 // Prints "tpsp-run: error: <message>" and a pointer to --help on stderr; returns the usage exit code.
@@ -75,8 +85,11 @@ int parse_command_line(int argc, char** argv, Options* opts) {
   app.add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
   app.add_flag("-v,--verbose", opts->verbose, "report the plan and each rank's start and end on stderr");
-  app.footer("Put the program after '--' (or after the last option): tpsp-run -n 2 -- PROG ARGS...");
+  app.footer(
+      "When a rank ends, anything it left running in its process group is killed; when one fails, the\n"
+      "others get SIGTERM, then SIGKILL after --grace seconds, and its last --tail lines are printed.");
   app.prefix_command();  // everything from the first positional on belongs to the program
+  app.formatter(std::make_shared<UsageFormatter>());
 
   try {
     app.parse(argc, argv);
