@@ -98,10 +98,13 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
           " needs a rendezvous: set TPSP_STORE_DIR (a shared directory) or MASTER_ADDR and MASTER_PORT");
       store = std::make_shared<gloo::rendezvous::HashStore>();
     }
-  } catch (const gloo::Exception& e) {
-    throw CommError("rank " + std::to_string(rank) + ": cannot reach the rendezvous store: " + e.what());
-  } catch (const gloo::EnforceNotMet& e) {
-    throw CommError("rank " + std::to_string(rank) + ": cannot open the rendezvous store: " + e.what());
+  } catch (const ShapeError&) {
+    throw;
+  } catch (const std::exception& e) {  // gloo::Exception, gloo::EnforceNotMet, a busy port, ...
+    const std::string msg =
+        "rank " + std::to_string(rank) + ": cannot set up the rendezvous store: " + e.what();
+    if (dynamic_cast<const gloo::IoException*>(&e)) throw CommTimeoutError(msg);
+    throw CommError(msg);
   }
 
   gloo::transport::tcp::attr attr;

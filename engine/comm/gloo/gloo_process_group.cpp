@@ -25,22 +25,23 @@ struct GlooDomain {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<Recorder> recorder;
   std::mutex mu;
-  std::vector<std::weak_ptr<GlooProcessGroup>> groups;
+  /// Live groups. Raw pointers: a group registers when made and deregisters first thing in its
+  /// destructor, under `mu`, so abort_all never owns (and so never destroys) a group itself.
+  std::vector<GlooProcessGroup*> groups;
 
-  void add(const std::shared_ptr<GlooProcessGroup>& g) {
+  void add(GlooProcessGroup* g) {
     std::lock_guard<std::mutex> lock(mu);
     groups.push_back(g);
+  }
+  void remove(GlooProcessGroup* g) {
+    std::lock_guard<std::mutex> lock(mu);
+    groups.erase(std::remove(groups.begin(), groups.end(), g), groups.end());
   }
   /// Kills every live group of this world: a failure in one group means the run is over, and peers
   /// blocked in another group must learn it now rather than at their timeout.
   void abort_all(const std::string& reason) {
-    std::vector<std::shared_ptr<GlooProcessGroup>> live;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      for (auto& w : groups)
-        if (auto g = w.lock()) live.push_back(g);
-    }
-    for (auto& g : live) g->abort(reason);
+    std::lock_guard<std::mutex> lock(mu);
+    for (GlooProcessGroup* g : groups) g->abort(reason);
   }
 };
 
@@ -126,7 +127,7 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::make(int rank, std::vector<i
   std::shared_ptr<GlooProcessGroup> g(new GlooProcessGroup(rank, std::move(global_ranks), std::move(name),
                                                            std::move(key), std::move(ctx), domain,
                                                            std::move(options)));
-  domain->add(g);
+  domain->add(g.get());
   return g;
 }
 
@@ -142,6 +143,7 @@ GlooProcessGroup::GlooProcessGroup(int rank, std::vector<int> global_ranks, std:
       p2p_worker_(std::make_unique<CommWorker>()) {}
 
 GlooProcessGroup::~GlooProcessGroup() {
+  domain_->remove(this);
   // Finish (or fail, bounded by their timeouts) the calls still queued before the context goes.
   worker_.reset();
   p2p_worker_.reset();
