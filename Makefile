@@ -25,6 +25,12 @@ test-plain: build
 test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
+## make demo: build, then train the TP+SP GPT and the single-process reference on Genesis and compare.
+demo:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run
+	$(BUILD)/bin/tpsp-demo $(DEMO_ARGS)
+
 format:
 	find engine reference checkers labs tests tools bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i
 

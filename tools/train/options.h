@@ -21,7 +21,7 @@ struct TrainOptions {
   int dp = 1;
   bool sequence_parallel = true;
   std::string link;  ///< link emulation spec (empty = off), e.g. "nvlink", "2GB/s"
-  ops::AdamWConfig adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f};
+  ops::AdamWConfig adamw{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f};
 };
 
 /// Registers --tp --sp/--no-sp --dp --steps --seed --dropout --link --text --batch --seq --hidden
