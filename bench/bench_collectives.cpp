@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -40,7 +41,8 @@ struct Config {
   int64_t min_bytes = 4096;
   int64_t max_bytes = 64ll << 20;
   int factor = 4;
-  double seconds_per_size = 0.15;  // target timed duration per (op, size)
+  double seconds_per_size = 0.3;  // target timed duration per (op, size), all rounds together
+  int rounds = 5;                 // alternating rounds of ours / raw Gloo / memcpy
   std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"};
 };
 
@@ -72,86 +74,100 @@ int64_t wrong(tpsp::comm::ProcessGroup& pg, const Tensor& t, F f) {
   return static_cast<int64_t>(c.data()[0]);
 }
 
-struct Row {
-  double time_s = 0;
-  int64_t wrong = 0;
+/// One (op, size): the call to time, and a check on exact inputs (small integers) returning #wrong.
+struct OpCase {
+  std::function<void()> call;
+  std::function<int64_t()> check;
 };
 
-/// Runs one op at one size: timed loop, then a checked call on exact inputs (small integers).
-Row run_op(tpsp::comm::ProcessGroup& pg, const std::string& op, int64_t bytes, const Config& cfg) {
+/// Builds the buffers of `op` for a full buffer of `bytes` (S of the header) on this rank.
+OpCase make_case(tpsp::comm::ProcessGroup& pg, const std::string& op, int64_t bytes) {
   const int n = pg.size(), r = pg.rank();
   const int64_t count = bytes / 4;  // elements of S
   const int64_t k = count / n;      // elements per rank of the scattered side
-  const int iters = iterations(cfg, bytes, 5e8);
   auto val = [](int64_t i) { return static_cast<float>(i % 251); };
-  Row row;
+  auto* p = &pg;
   if (op == "all_reduce") {
-    Tensor t(Shape{count});
-    row.time_s = time_calls(pg, iters, [&] { pg.all_reduce(t); });
-    for (int64_t i = 0; i < count; ++i) t.data()[i] = val(i + r);
-    pg.all_reduce(t);
-    row.wrong = wrong(pg, t, [&](int64_t i) {
-      float s = 0;
-      for (int q = 0; q < n; ++q) s += val(i + q);
-      return s;
-    });
-  } else if (op == "all_gather") {
-    Tensor in(Shape{k}), out(Shape{k * n});
-    row.time_s = time_calls(pg, iters, [&] { pg.all_gather_async(in, out)->wait(); });
-    for (int64_t i = 0; i < k; ++i) in.data()[i] = val(i + r * k);
-    pg.all_gather_async(in, out)->wait();
-    row.wrong = wrong(pg, out, [&](int64_t i) { return val(i); });
-  } else if (op == "reduce_scatter") {
-    Tensor in(Shape{k * n}), out(Shape{k});
-    row.time_s = time_calls(pg, iters, [&] { pg.reduce_scatter_async(in, out)->wait(); });
-    for (int64_t i = 0; i < k * n; ++i) in.data()[i] = val(i) * static_cast<float>(r + 1);
-    pg.reduce_scatter_async(in, out)->wait();
-    row.wrong =
-        wrong(pg, out, [&](int64_t i) { return val(r * k + i) * static_cast<float>(n * (n + 1) / 2); });
-  } else if (op == "all_to_all") {
-    Tensor in(Shape{k * n}), out(Shape{k * n});
-    row.time_s = time_calls(pg, iters, [&] { pg.all_to_all_async(in, out)->wait(); });
-    for (int64_t i = 0; i < k * n; ++i) in.data()[i] = static_cast<float>(r * 1000 + (i % 251));
-    pg.all_to_all_async(in, out)->wait();
-    // out chunk j comes from rank j's chunk r: element i of it is j*1000 + ((r*k + i%k) % 251)
-    row.wrong = wrong(pg, out, [&](int64_t i) { return (i / k) * 1000 + ((r * k + i % k) % 251); });
-  } else if (op == "broadcast") {
-    Tensor t(Shape{count});
-    row.time_s = time_calls(pg, iters, [&] { pg.broadcast(t, 0); });
-    for (int64_t i = 0; i < count; ++i) t.data()[i] = r == 0 ? val(i) : -1.0f;
-    pg.broadcast(t, 0);
-    row.wrong = wrong(pg, t, val);
+    auto t = std::make_shared<Tensor>(Shape{count});
+    return {[p, t] { p->all_reduce(*t); },
+            [p, t, n, r, count, val] {
+              for (int64_t i = 0; i < count; ++i) t->data()[i] = val(i + r);
+              p->all_reduce(*t);
+              return wrong(*p, *t, [&](int64_t i) {
+                float s = 0;
+                for (int q = 0; q < n; ++q) s += val(i + q);
+                return s;
+              });
+            }};
   }
-  return row;
+  if (op == "all_gather") {
+    auto in = std::make_shared<Tensor>(Shape{k}), out = std::make_shared<Tensor>(Shape{k * n});
+    return {[p, in, out] { p->all_gather_async(*in, *out)->wait(); },
+            [p, in, out, r, k, val] {
+              for (int64_t i = 0; i < k; ++i) in->data()[i] = val(i + r * k);
+              p->all_gather_async(*in, *out)->wait();
+              return wrong(*p, *out, val);
+            }};
+  }
+  if (op == "reduce_scatter") {
+    auto in = std::make_shared<Tensor>(Shape{k * n}), out = std::make_shared<Tensor>(Shape{k});
+    return {[p, in, out] { p->reduce_scatter_async(*in, *out)->wait(); },
+            [p, in, out, n, r, k, val] {
+              for (int64_t i = 0; i < k * n; ++i) in->data()[i] = val(i) * static_cast<float>(r + 1);
+              p->reduce_scatter_async(*in, *out)->wait();
+              return wrong(*p, *out,
+                           [&](int64_t i) { return val(r * k + i) * static_cast<float>(n * (n + 1) / 2); });
+            }};
+  }
+  if (op == "all_to_all") {
+    auto in = std::make_shared<Tensor>(Shape{k * n}), out = std::make_shared<Tensor>(Shape{k * n});
+    return {[p, in, out] { p->all_to_all_async(*in, *out)->wait(); },
+            [p, in, out, r, k] {
+              for (int64_t i = 0; i < in->numel(); ++i)
+                in->data()[i] = static_cast<float>(r * 1000 + (i % 251));
+              p->all_to_all_async(*in, *out)->wait();
+              // out chunk j comes from rank j's chunk r: element i of it is j*1000 + ((r*k + i%k) % 251)
+              return wrong(*p, *out, [&](int64_t i) { return (i / k) * 1000 + ((r * k + i % k) % 251); });
+            }};
+  }
+  auto t = std::make_shared<Tensor>(Shape{count});  // broadcast from rank 0
+  return {[p, t] { p->broadcast(*t, 0); },
+          [p, t, r, count, val] {
+            for (int64_t i = 0; i < count; ++i) t->data()[i] = r == 0 ? val(i) : -1.0f;
+            p->broadcast(*t, 0);
+            return wrong(*p, *t, val);
+          }};
 }
 
-/// Raw Gloo ring all-reduce of `bytes` on the group's own context: the floor for all_reduce.
-double raw_gloo_allreduce(tpsp::comm::ProcessGroup& pg, int64_t bytes, const Config& cfg) {
+/// Raw Gloo ring all-reduce of `bytes` on the group's own context, bypassing the group's queue,
+/// fingerprints and recorder: the floor for all_reduce.
+std::function<void()> make_raw_gloo_allreduce(tpsp::comm::ProcessGroup& pg, int64_t bytes) {
   auto* gpg = dynamic_cast<tpsp::comm::GlooProcessGroup*>(&pg);
-  std::vector<float> buf(static_cast<std::size_t>(bytes / 4), 1.0f);
+  auto buf = std::make_shared<std::vector<float>>(static_cast<std::size_t>(bytes / 4), 1.0f);
   auto ctx = gpg->gloo_context();
-  auto call = [&] {
+  return [ctx, buf] {
     gloo::AllreduceOptions o(ctx);
-    o.setOutput(buf.data(), buf.size());
+    o.setOutput(buf->data(), buf->size());
     o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
     o.setTag(0x7ffff);
     gloo::allreduce(o);
   };
-  return time_calls(pg, iterations(cfg, bytes, 5e8), call);
 }
 
-/// Seconds per memcpy of `bytes` (one rank's memory bandwidth, the same run).
-double memcpy_seconds(int64_t bytes, const Config& cfg) {
-  std::vector<char> a(static_cast<std::size_t>(bytes), 1), b(static_cast<std::size_t>(bytes));
-  const int iters = iterations(cfg, bytes, 5e9) * 4;
-  std::memcpy(b.data(), a.data(), a.size());
+/// Seconds per memcpy of `bytes`, mean over `iters` copies (one rank's memory bandwidth).
+double memcpy_seconds(std::vector<char>& a, std::vector<char>& b, int iters) {
   const auto t0 = clock_type::now();
   for (int i = 0; i < iters; ++i) {
     std::memcpy(b.data(), a.data(), a.size());
     asm volatile("" : : "r"(b.data()) : "memory");
   }
   return std::chrono::duration<double>(clock_type::now() - t0).count() / iters;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 OpKind kind_of(const std::string& op) {
@@ -185,32 +201,37 @@ int run_rank(const Config& cfg) {
     }
     for (int64_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= cfg.factor) {
       if (bytes / 4 % n != 0) continue;
-      const Row row = run_op(*pg, op, bytes, cfg);
-      const double raw = raw_gloo_allreduce(*pg, bytes, cfg);
-      const double mc = memcpy_seconds(bytes, cfg);
+      // Rounds alternate ours / raw Gloo / memcpy, so load on the machine hits all three alike;
+      // each column is the median over rounds.
+      OpCase c = make_case(*pg, op, bytes);
+      auto raw = make_raw_gloo_allreduce(*pg, bytes);
+      std::vector<char> a(static_cast<std::size_t>(bytes), 1), b(static_cast<std::size_t>(bytes));
+      const int iters = std::max(1, iterations(cfg, bytes, 5e8) / cfg.rounds);
+      std::vector<double> t_op, t_raw, t_mc;
+      for (int round = 0; round < cfg.rounds; ++round) {
+        t_op.push_back(time_calls(*pg, iters, c.call));
+        t_raw.push_back(time_calls(*pg, iters, raw));
+        t_mc.push_back(memcpy_seconds(a, b, 4 * iters));
+      }
+      const int64_t nwrong = c.check();
       pg->recorder().clear();
-      total_wrong += row.wrong;
+      total_wrong += nwrong;
       const double S = static_cast<double>(bytes);
-      const double algbw = S / row.time_s / 1e9;
+      const double time_s = median(t_op);
+      const double algbw = S / time_s / 1e9;
       const double busbw = algbw * tpsp::comm::busbw_factor(kind_of(op), n);
-      const double raw_busbw = S / raw / 1e9 * tpsp::comm::busbw_factor(OpKind::all_reduce, n);
-      const double memcpy_gbs = S / mc / 1e9;
+      const double raw_busbw = S / median(t_raw) / 1e9 * tpsp::comm::busbw_factor(OpKind::all_reduce, n);
+      const double memcpy_gbs = S / median(t_mc) / 1e9;
       if (lead)
         fmt::print("{:>12} {:>12} {:>5} {:>11.1f} {:>8.3f} {:>8.3f} {:>7} {:>7.2f} {:>7.3f}\n", bytes,
-                   bytes / 4, "float", row.time_s * 1e6, algbw, busbw, row.wrong, busbw / raw_busbw,
+                   bytes / 4, "float", time_s * 1e6, algbw, busbw, nwrong, busbw / raw_busbw,
                    busbw / memcpy_gbs);
+      if (lead && op == cfg.ops.back() && bytes * cfg.factor > cfg.max_bytes)
+        fmt::print("\n# raw baselines at {} B: gloo ring all_reduce busbw {:.3f} GB/s, memcpy {:.3f} GB/s\n",
+                   bytes, raw_busbw, memcpy_gbs);
     }
   }
-  if (lead) {
-    fmt::print("\n# raw baselines at {} B: gloo ring all_reduce busbw {:.3f} GB/s, memcpy {:.3f} GB/s\n",
-               cfg.max_bytes,
-               static_cast<double>(cfg.max_bytes) / raw_gloo_allreduce(*pg, cfg.max_bytes, cfg) / 1e9 *
-                   tpsp::comm::busbw_factor(OpKind::all_reduce, n),
-               static_cast<double>(cfg.max_bytes) / memcpy_seconds(cfg.max_bytes, cfg) / 1e9);
-    fmt::print("# total #wrong: {}\n", total_wrong);
-  } else {
-    raw_gloo_allreduce(*pg, cfg.max_bytes, cfg);
-  }
+  if (lead) fmt::print("# total #wrong: {}\n", total_wrong);
   return total_wrong == 0 ? 0 : 1;
 }
 
@@ -227,6 +248,8 @@ int main(int argc, char** argv) {
   app.add_option("-f,--factor", cfg.factor, "size multiplier between rows")->check(CLI::Range(2, 1024));
   app.add_option("-t,--seconds", cfg.seconds_per_size, "target timed seconds per row")
       ->check(CLI::PositiveNumber);
+  app.add_option("-r,--rounds", cfg.rounds, "alternating measurement rounds per row (median)")
+      ->check(CLI::Range(1, 100));
   app.add_option("--ops", cfg.ops, "collectives to run")
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"}));
   CLI11_PARSE(app, argc, argv);

@@ -266,3 +266,21 @@ TEST_CASE("bad arguments raise ShapeError naming the values before any communica
   });
   REQUIRE_MESSAGE(all_ok(res), summary(res));
 }
+
+TEST_CASE("reduce_scatter of several pipelined segments per chunk, world 2 and 3") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    const auto res = run_ranks(n, [](int r) {
+      auto pg = tpsp::comm::init_from_env();
+      const int n = pg->size();
+      const int64_t k = 600001;  // about 2.3 segments of 1 MiB, not a multiple of one
+      const auto in = make({n * k}, [&](int64_t i) { return (r + 1) * (i % 1013); });
+      Tensor out;
+      pg->reduce_scatter_async(in, out)->wait();
+      expect_values(
+          out, {k}, [&](int64_t j) { return (n * (n + 1) / 2) * ((r * k + j) % 1013); },
+          "segmented reduce_scatter");
+    });
+    REQUIRE_MESSAGE(all_ok(res), summary(res));
+  }
+}

@@ -14,6 +14,9 @@ namespace {
 
 /// Slot prefix of our ring reduce-scatter; Gloo's own collectives use 0x01..0x08 (gloo/types.h).
 constexpr uint8_t kRingReduceScatterSlotPrefix = 0x30;
+/// Elements per pipelined segment (1 MiB of floats, Gloo's kMaxSegmentSize). At most 4096 segments
+/// per chunk and 4096 steps fit in the 24 bits below the tag (slot + step * 4096 + segment).
+constexpr std::size_t kSegmentElems = 256 * 1024;
 
 /// acc[i] = op(acc[i], x[i]).
 void accumulate(float* acc, const float* x, std::size_t n, ReduceOp op) {
@@ -43,38 +46,41 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const float*
   const int left = (r + n - 1) % n;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
 
-  // The input is only ever a send source, so it is registered as is (zero copy).
-  auto in_buf = ctx->createUnboundBuffer(const_cast<float*>(in), chunk_bytes * static_cast<std::size_t>(n));
-  std::vector<float> scratch[2];
-  std::unique_ptr<gloo::transport::UnboundBuffer> tmp_buf[2];
-  if (n > 2) {
-    for (int i = 0; i < 2; ++i) {
-      scratch[i].resize(chunk);
-      tmp_buf[i] = ctx->createUnboundBuffer(scratch[i].data(), chunk_bytes);
-    }
-  }
-  auto out_buf = ctx->createUnboundBuffer(out, chunk_bytes);
+  // Each step moves one chunk in segments, each with its own buffer and slot, so the reduction of
+  // segment j overlaps the arrival of segment j+1 (Gloo's ring all-reduce pipelines the same way).
+  const std::size_t seg = std::min(chunk, std::max(kSegmentElems, (chunk + 4095) / 4096));
+  const std::size_t nseg = (chunk + seg - 1) / seg;
+  std::vector<float> scratch[2];  // partial sums in flight (n > 2 only)
+  if (n > 2)
+    for (auto& v : scratch) v.resize(chunk);
   const uint64_t slot = gloo::Slot::build(kRingReduceScatterSlotPrefix, tag);
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> rbufs(nseg), sbufs(nseg);
 
   for (int s = 0; s <= n - 2; ++s) {
     const bool last = s == n - 2;
     const int send_chunk = mod(r - s - 1);
     const int recv_chunk = mod(r - s - 2);
-    const uint64_t step = static_cast<uint64_t>(s % 256);  // 8 bits per collective (gloo/types.h)
-    // Receive the left neighbour's partial sum (into `out` on the last step).
-    gloo::transport::UnboundBuffer* rbuf = last ? out_buf.get() : tmp_buf[s % 2].get();
+    // Receive the left neighbour's partial sum of recv_chunk (into `out` on the last step); send
+    // ours of send_chunk: our own input chunk, read in place, at step 0, else last step's result.
     float* racc = last ? out : scratch[s % 2].data();
-    rbuf->recv(left, slot + step, 0, chunk_bytes);
-    // Send our partial sum of send_chunk: our own input chunk at step 0, else last step's result.
-    if (s == 0) {
-      in_buf->send(right, slot + step, static_cast<std::size_t>(send_chunk) * chunk_bytes, chunk_bytes);
-    } else {
-      tmp_buf[(s - 1) % 2]->send(right, slot + step, 0, chunk_bytes);
+    const float* src =
+        s == 0 ? in + static_cast<std::size_t>(send_chunk) * chunk : scratch[(s - 1) % 2].data();
+    const float* own = in + static_cast<std::size_t>(recv_chunk) * chunk;
+    for (std::size_t j = 0; j < nseg; ++j) {
+      const std::size_t off = j * seg, len = std::min(seg, chunk - off);
+      const uint64_t sl = slot + (static_cast<uint64_t>(s % 4096) << 12) + j;  // below the tag bits
+      rbufs[j] = ctx->createUnboundBuffer(racc + off, len * sizeof(float));
+      rbufs[j]->recv(left, sl);
+      sbufs[j] = ctx->createUnboundBuffer(const_cast<float*>(src + off), len * sizeof(float));
+      sbufs[j]->send(right, sl);
     }
-    wait_or_throw(rbuf->waitRecv(timeout), "a receive");
-    accumulate(racc, in + static_cast<std::size_t>(recv_chunk) * chunk, chunk, op);
-    // The buffer sent now is the receive buffer of the next step but one: wait for it here.
-    wait_or_throw(s == 0 ? in_buf->waitSend(timeout) : tmp_buf[(s - 1) % 2]->waitSend(timeout), "a send");
+    for (std::size_t j = 0; j < nseg; ++j) {
+      const std::size_t off = j * seg, len = std::min(seg, chunk - off);
+      wait_or_throw(rbufs[j]->waitRecv(timeout), "a receive");
+      accumulate(racc + off, own + off, len, op);
+    }
+    // What was sent is the receive buffer of the next step but one: all sends end here.
+    for (auto& b : sbufs) wait_or_throw(b->waitSend(timeout), "a send");
   }
 }
 
