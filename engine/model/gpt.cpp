@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/model/finalize_grads.h"
 #include "engine/random/init.h"
 
 namespace tpsp::model {
@@ -189,40 +190,14 @@ void ParallelGPT::backward() {
   sync_gradients();
 }
 
-namespace {
-/// All-reduces the listed tensors as one flat buffer (one collective), in place.
-void coalesced_all_reduce(std::vector<Tensor*> ts, comm::ProcessGroup& pg, const std::string& label) {
-  int64_t n = 0;
-  for (const Tensor* t : ts) n += t->numel();
-  if (n == 0) return;
-  Tensor flat({n});
-  int64_t off = 0;
-  for (const Tensor* t : ts) {
-    std::copy(t->data(), t->data() + t->numel(), flat.data() + off);
-    off += t->numel();
-  }
-  pg.all_reduce(flat, comm::ReduceOp::sum, {label});
-  off = 0;
-  for (Tensor* t : ts) {
-    std::copy(flat.data() + off, flat.data() + off + t->numel(), t->data());
-    off += t->numel();
-  }
-}
-}  // namespace
-
 void ParallelGPT::sync_gradients() {
-  if (opt_.sequence_parallel && ps_.tp_size() > 1) {
-    std::vector<Tensor*> sp;
-    for (auto& [name, g] : grads_)
-      if (specs_.at(name).sequence_parallel) sp.push_back(&g);
-    coalesced_all_reduce(sp, ps_.tp(), "grads.sequence_parallel");  // summed, not averaged (cases S1)
+  std::vector<Tensor*> sp, all;
+  for (auto& [name, g] : grads_) {
+    if (specs_.at(name).sequence_parallel) sp.push_back(&g);
+    all.push_back(&g);
   }
-  if (ps_.dp_size() > 1) {
-    std::vector<Tensor*> all;
-    for (auto& [name, g] : grads_) all.push_back(&g);
-    coalesced_all_reduce(all, ps_.dp(), "grads.data_parallel");
-    for (Tensor* g : all) ops::scale_(*g, 1.f / static_cast<float>(ps_.dp_size()));
-  }
+  if (opt_.sequence_parallel) allreduce_sequence_parallel_grads(sp, ps_.tp());
+  allreduce_data_parallel_grads(all, ps_.dp());
 }
 
 void ParallelGPT::step(const ops::AdamWConfig& opt) {
