@@ -1,0 +1,29 @@
+// The marker a lab skeleton leaves where a solution body was removed.
+//
+// Engine files owned by a lab wrap each solution body in
+//     // TODO(labNN <what>): <what the body must compute and communicate>
+//     // BEGIN SOLUTION
+//     ...
+//     // END SOLUTION
+// tools/strip_solutions.py replaces the block by TPSP_LAB_TODO("labNN <what>: <text>"); the learner's
+// skeleton (labs/labNN_*/) is that stripped file. Running a stripped function throws
+// NotImplemented, which the checker reports as "not implemented yet" with the TODO's text.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tpsp {
+
+/// Thrown by a lab skeleton's unimplemented function; what() is the TODO's text.
+class NotImplemented : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// Throws NotImplemented(what + " (" + file + ":" + line + ")").
+[[noreturn]] void lab_todo(const char* what, const char* file, int line);
+
+}  // namespace tpsp
+
+#define TPSP_LAB_TODO(what) ::tpsp::lab_todo(what, __FILE__, __LINE__)
