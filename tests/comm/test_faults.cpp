@@ -158,3 +158,24 @@ TEST_CASE("a failure in the tp group reaches ranks blocked in the world group at
   });
   REQUIRE_MESSAGE(all_ok(res), summary(res));
 }
+
+TEST_CASE("a rank that never joins the rendezvous: the others fail at the timeout naming the world group") {
+  LaunchOptions o;
+  o.env = {{"TPSP_COMM_TIMEOUT", "0.5"}};
+  const auto res = run_ranks(
+      2,
+      [](int r) {
+        if (r == 1) return;  // never calls init_from_env
+        const auto t0 = clock_type::now();
+        try {
+          auto pg = tpsp::comm::init_from_env();
+          throw std::runtime_error("rendezvous succeeded without rank 1");
+        } catch (const tpsp::comm::CommError& e) {
+          std::fprintf(stderr, "  [shown] %s\n", e.what());
+          expect(contains(e.what(), "rank 0: rendezvous of the world group (2 ranks"), e.what());
+          expect(since(t0) < 3.0, "rendezvous failure took " + std::to_string(since(t0)) + " s");
+        }
+      },
+      o);
+  REQUIRE_MESSAGE(all_ok(res), summary(res));
+}

@@ -107,10 +107,12 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(
     ctx = connect(rank, size, key, *domain, options.timeout);
   } catch (const gloo::EnforceNotMet& e) {
     throw CommError("rank " + std::to_string(rank) + ": rendezvous of the world group (" +
-                    std::to_string(size) + " ranks, store key '" + key + "') failed: " + e.what());
+                    std::to_string(size) + " ranks, store key '" + key +
+                    "') failed (did every rank start, with the same store?): " + e.what());
   } catch (const gloo::Exception& e) {
     const std::string msg = "rank " + std::to_string(rank) + ": rendezvous of the world group (" +
-                            std::to_string(size) + " ranks, store key '" + key + "') failed: " + e.what();
+                            std::to_string(size) + " ranks, store key '" + key +
+                            "') failed (did every rank start, with the same store?): " + e.what();
     if (mentions_timeout(e.what())) throw CommTimeoutError(msg);
     throw CommError(msg);
   }
