@@ -2,6 +2,7 @@
 #include "engine/model/transformer_layer.h"
 
 #include "engine/error.h"
+#include "engine/lab_todo.h"
 
 namespace tpsp::model {
 
@@ -68,6 +69,11 @@ ops::DropoutKey TransformerLayer::hidden_key(const std::string& site, const Laye
 }
 
 Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerContext& ctx) const {
+  // TODO(lab02 TransformerLayer forward): pre-LN attention block then MLP block. QKV is column-
+  // parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's
+  // first head), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and
+  // hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`.
+  // BEGIN SOLUTION
   comm::ProcessGroup& tp = *ctx.tp;
   const int64_t heads_local = cfg_.heads / tp.size();
   S.x_in = x;
@@ -89,9 +95,13 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
   Tensor fc2 = fc2_.forward(ops::gelu_forward(S.fc1), S.fc2_in, tp);
   S.drop_mlp = hidden_key("hidden_mlp", ctx, x.size(0));
   return ops::add(S.x_mid, ops::dropout_forward(fc2, cfg_.dropout, S.drop_mlp));
+  // END SOLUTION
 }
 
 Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) const {
+  // TODO(lab02 TransformerLayer backward): the mirror of forward, bottom to top: residual and
+  // dropout, fc2 → GELU → fc1, LayerNorm (accumulate dγ/dβ), then the same for the attention block.
+  // BEGIN SOLUTION
   comm::ProcessGroup& tp = *ctx.tp;
   // MLP block, mirrored: residual → dropout → fc2 (row) → GELU → fc1 (column) → LN.
   Tensor dfc2 = ops::dropout_backward(dy, cfg_.dropout, S.drop_mlp);
@@ -112,6 +122,7 @@ Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const L
   ops::add_(dln1_w_, g1.dgamma);
   ops::add_(dln1_b_, g1.dbeta);
   return ops::add(dx_mid, g1.dx);
+  // END SOLUTION
 }
 
 }  // namespace tpsp::model

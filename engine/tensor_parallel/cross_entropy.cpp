@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/lab_todo.h"
 
 namespace tpsp::tensor_parallel {
 
@@ -13,6 +14,11 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
                                                         float label_smoothing, comm::ProcessGroup& tp,
                                                         VocabParallelCESaved& saved,
                                                         const std::string& label) {
+  // TODO(lab02 vocab_parallel_cross_entropy forward): never gather the [n, V] logits. All-reduce
+  // (max) the row maxima, all-reduce (sum) the target logit (only the owning rank contributes) and
+  // Σ exp over the global vocabulary; padded columns (global id >= V) do not count. Label smoothing
+  // uses the GLOBAL vocabulary. ignore_index rows: loss 0, excluded from the mean. Fill `saved`.
+  // BEGIN SOLUTION
   TPSP_CHECK(logits.dim() == 2, "vocab-parallel CE: logits must be [n, V_local], got ",
              shape_str(logits.shape()));
   const int64_t n = logits.size(0), vl = logits.size(1), start = tp.rank() * vl;
@@ -88,10 +94,14 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
   saved.label_smoothing = label_smoothing;
   saved.n_valid = n_valid;
   return out;
+  // END SOLUTION
 }
 
 Tensor vocab_parallel_cross_entropy_backward(const VocabParallelCESaved& saved, float dloss,
                                              comm::ProcessGroup& tp) {
+  // TODO(lab02 vocab_parallel_cross_entropy backward): local only: (softmax − ((1−α)·onehot + α/V))
+  // · dloss / n_valid on this rank's real columns; ignored rows and padded columns get 0.
+  // BEGIN SOLUTION
   const int64_t n = saved.softmax.size(0), vl = saved.softmax.size(1), start = tp.rank() * vl;
   const int64_t real = std::max<int64_t>(0, std::min(vl, saved.vocab - start));
   Tensor grad({n, vl});
@@ -108,6 +118,7 @@ Tensor vocab_parallel_cross_entropy_backward(const VocabParallelCESaved& saved, 
     }
   }
   return grad;
+  // END SOLUTION
 }
 
 }  // namespace tpsp::tensor_parallel

@@ -3,6 +3,7 @@
 #include "engine/tensor_parallel/layers.h"
 
 #include "engine/error.h"
+#include "engine/lab_todo.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/matmul.h"
 #include "engine/tensor_parallel/mappings.h"
@@ -21,6 +22,10 @@ ColumnParallelLinear::ColumnParallelLinear(Tensor weight, Tensor bias, Tensor dw
 Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const {
   TPSP_CHECK(x.size(-1) == weight_.size(1), name_, ": input last dim ", x.size(-1), " != weight in_features ",
              weight_.size(1), " (input ", shape_str(x.shape()), ", weight ", shape_str(weight_.shape()), ")");
+  // TODO(lab01 ColumnParallelLinear forward): enter the TP region (f, or under SP the all-gather
+  // of the sequence shards), compute Y_r = X·A_rᵀ (+ b_r) with this rank's rows of the weight, and
+  // all-gather the last dim only when gather_output is set. Save what backward needs in `saved`.
+  // BEGIN SOLUTION
   saved.input = x;
   const Tensor total = opt_.sequence_parallel
                            ? gather_from_sequence_parallel_region.forward(x, tp, name_ + ".ag")
@@ -30,9 +35,14 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, Proces
   if (opt_.gather_output)
     y = gather_from_tensor_model_parallel_region.forward(y, tp, name_ + ".gather_output");
   return y;
+  // END SOLUTION
 }
 
 Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) const {
+  // TODO(lab01 ColumnParallelLinear backward): the mirror of forward: dA_r = dY_rᵀ·X and db_r = Σ dY_r
+  // are local (accumulate into dweight_/dbias_); dX_r = dY_r·A_r is a partial sum, so it leaves
+  // through f's backward (all-reduce) or, under SP, a reduce-scatter. A frozen weight still needs dX.
+  // BEGIN SOLUTION
   const Tensor dy = opt_.gather_output ? gather_from_tensor_model_parallel_region.backward(
                                              dy_in, tp, name_ + ".gather_output")
                                        : dy_in;
@@ -45,6 +55,7 @@ Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& sa
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
   return opt_.sequence_parallel ? gather_from_sequence_parallel_region.backward(g.dx, tp, name_ + ".ag")
                                 : copy_to_tensor_model_parallel_region.backward(g.dx, tp, name_ + ".f");
+  // END SOLUTION
 }
 
 RowParallelLinear::RowParallelLinear(Tensor weight, Tensor bias, Tensor dweight, Tensor dbias,
@@ -60,6 +71,10 @@ RowParallelLinear::RowParallelLinear(Tensor weight, Tensor bias, Tensor dweight,
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
+  // TODO(lab01 RowParallelLinear forward): with the input already split on its last dim, compute the
+  // partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or, under SP, a reduce-scatter; add the
+  // full bias after the reduction. Save what backward needs in `saved`.
+  // BEGIN SOLUTION
   const Tensor x = opt_.input_is_parallel
                        ? x_in
                        : scatter_to_tensor_model_parallel_region.forward(x_in, tp, name_ + ".scatter");
@@ -72,9 +87,14 @@ Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, Proces
                  : reduce_from_tensor_model_parallel_region.forward(partial, tp, name_ + ".g");
   if (bias_.defined() && !opt_.skip_bias_add) ops::bias_add_forward(y, bias_);
   return y;
+  // END SOLUTION
 }
 
 Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) const {
+  // TODO(lab01 RowParallelLinear backward): db = Σ dY (before any communication); dY enters the
+  // TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r and
+  // dB_r = dYᵀ·X_r are local.
+  // BEGIN SOLUTION
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
   const Tensor dpartial = opt_.sequence_parallel
                               ? reduce_scatter_to_sequence_parallel_region.backward(dy, tp, name_ + ".rs")
@@ -85,6 +105,7 @@ Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, P
   return opt_.input_is_parallel
              ? g.dx
              : scatter_to_tensor_model_parallel_region.backward(g.dx, tp, name_ + ".scatter");
+  // END SOLUTION
 }
 
 }  // namespace tpsp::tensor_parallel

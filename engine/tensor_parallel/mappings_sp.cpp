@@ -1,35 +1,70 @@
 // Layer 2 of mappings.h, sequence-parallel half: the dim-0 pairs and the all-to-alls.
 // lab03 replaces this translation unit.
 #include "engine/error.h"
+#include "engine/lab_todo.h"
 #include "engine/tensor_parallel/mappings.h"
 
 namespace tpsp::tensor_parallel {
 
-Tensor ScatterToSequenceParallelRegion::forward(const Tensor& x, ProcessGroup& tp, const std::string&) const {
+Tensor ScatterToSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
+                                                [[maybe_unused]] ProcessGroup& tp,
+                                                [[maybe_unused]] const std::string& label) const {
+  // TODO(lab03 scatter_to_sequence_parallel_region forward): keep this rank's sequence chunk
+  // [s/tp, b, h] (a view, see _split_along_first_dim).
+  // BEGIN SOLUTION
   return _split_along_first_dim(x, tp);
+  // END SOLUTION
 }
-Tensor ScatterToSequenceParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
-                                                 const std::string& label) const {
+Tensor ScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
+                                                 [[maybe_unused]] ProcessGroup& tp,
+                                                 [[maybe_unused]] const std::string& label) const {
+  // TODO(lab03 scatter_to_sequence_parallel_region backward): the input was replicated, so every
+  // rank needs the FULL gradient [s, b, h]: all-gather the chunks along dim 0 (not a zero-padded slice).
+  // BEGIN SOLUTION
   return _gather_along_first_dim(dy, tp, label);
+  // END SOLUTION
 }
 
-Tensor GatherFromSequenceParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
-                                                 const std::string& label) const {
+Tensor GatherFromSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
+                                                 [[maybe_unused]] ProcessGroup& tp,
+                                                 [[maybe_unused]] const std::string& label) const {
+  // TODO(lab03 gather_from_sequence_parallel_region forward): SP's f: all-gather the sequence
+  // shards [s/tp, b, h] along dim 0 into [s, b, h], in rank order.
+  // BEGIN SOLUTION
   return _gather_along_first_dim(x, tp, label);
+  // END SOLUTION
 }
-Tensor GatherFromSequenceParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
-                                                  const std::string& label) const {
+Tensor GatherFromSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
+                                                  [[maybe_unused]] ProcessGroup& tp,
+                                                  [[maybe_unused]] const std::string& label) const {
+  // TODO(lab03 gather_from_sequence_parallel_region backward): each rank's gradient [s, b, h] is a
+  // partial sum: reduce-scatter it along dim 0 so rank r keeps the summed rows of its own tokens.
+  // When tensor_parallel_output_grad is false the gradient is already whole on every rank: just
+  // keep this rank's chunk.
+  // BEGIN SOLUTION
   if (tensor_parallel_output_grad) return _reduce_scatter_along_first_dim(dy, tp, label);
   return _split_along_first_dim(dy, tp);
+  // END SOLUTION
 }
 
-Tensor ReduceScatterToSequenceParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
-                                                      const std::string& label) const {
+Tensor ReduceScatterToSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
+                                                      [[maybe_unused]] ProcessGroup& tp,
+                                                      [[maybe_unused]] const std::string& label) const {
+  // TODO(lab03 reduce_scatter_to_sequence_parallel_region forward): SP's g: sum the partial
+  // outputs [s, b, h] over the TP group and keep this rank's rows [s/tp, b, h] — one reduce-scatter
+  // along dim 0 (not an all-reduce followed by a slice: that moves twice the bytes).
+  // BEGIN SOLUTION
   return _reduce_scatter_along_first_dim(x, tp, label);
+  // END SOLUTION
 }
-Tensor ReduceScatterToSequenceParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
-                                                       const std::string& label) const {
+Tensor ReduceScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
+                                                       [[maybe_unused]] ProcessGroup& tp,
+                                                       [[maybe_unused]] const std::string& label) const {
+  // TODO(lab03 reduce_scatter_to_sequence_parallel_region backward): every rank needs the gradient
+  // of the whole [s, b, h] output: all-gather the shards along dim 0.
+  // BEGIN SOLUTION
   return _gather_along_first_dim(dy, tp, label);
+  // END SOLUTION
 }
 
 namespace {
@@ -62,16 +97,20 @@ Tensor hp2sp(const Tensor& x, ProcessGroup& tp, const std::string& label) {
 }
 }  // namespace
 
-Tensor AllToAllSp2Hp::forward(const Tensor& x, ProcessGroup& tp, const std::string& label) const {
+Tensor AllToAllSp2Hp::forward([[maybe_unused]] const Tensor& x, [[maybe_unused]] ProcessGroup& tp,
+                              [[maybe_unused]] const std::string& label) const {
   return sp2hp(x, tp, label);
 }
-Tensor AllToAllSp2Hp::backward(const Tensor& dy, ProcessGroup& tp, const std::string& label) const {
+Tensor AllToAllSp2Hp::backward([[maybe_unused]] const Tensor& dy, [[maybe_unused]] ProcessGroup& tp,
+                               [[maybe_unused]] const std::string& label) const {
   return hp2sp(dy, tp, label);
 }
-Tensor AllToAllHp2Sp::forward(const Tensor& x, ProcessGroup& tp, const std::string& label) const {
+Tensor AllToAllHp2Sp::forward([[maybe_unused]] const Tensor& x, [[maybe_unused]] ProcessGroup& tp,
+                              [[maybe_unused]] const std::string& label) const {
   return hp2sp(x, tp, label);
 }
-Tensor AllToAllHp2Sp::backward(const Tensor& dy, ProcessGroup& tp, const std::string& label) const {
+Tensor AllToAllHp2Sp::backward([[maybe_unused]] const Tensor& dy, [[maybe_unused]] ProcessGroup& tp,
+                               [[maybe_unused]] const std::string& label) const {
   return sp2hp(dy, tp, label);
 }
 

@@ -1,4 +1,5 @@
 // VocabParallelEmbedding (see layers.h). lab02 replaces this translation unit.
+#include "engine/lab_todo.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
 #include "engine/tensor_parallel/layers.h"
@@ -14,16 +15,26 @@ VocabParallelEmbedding::VocabParallelEmbedding(Tensor weight, Tensor dweight, bo
       name_(std::move(name)) {}
 
 Tensor VocabParallelEmbedding::forward(const TokenBatch& ids, ProcessGroup& tp) const {
+  // TODO(lab02 VocabParallelEmbedding forward): look up the ids of this rank's vocabulary slice (other
+  // ids give zero rows: ops::embedding_forward with vocab_start) and sum the partial lookups over TP
+  // with g, or reduce-scatter them to [s/tp, b, h] under SP.
+  // BEGIN SOLUTION
   const Tensor partial = ops::embedding_forward(ids, weight_, vocab_start(tp));
   return sequence_parallel_ ? reduce_scatter_to_sequence_parallel_region.forward(partial, tp, name_ + ".rs")
                             : reduce_from_tensor_model_parallel_region.forward(partial, tp, name_ + ".g");
+  // END SOLUTION
 }
 
 void VocabParallelEmbedding::backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) const {
+  // TODO(lab02 VocabParallelEmbedding backward): bring the gradient back to [s, b, h] on every rank
+  // (g's backward is the identity; under SP all-gather the shards), then scatter-add it into the rows
+  // of this rank's slice (ops::embedding_backward).
+  // BEGIN SOLUTION
   const Tensor d = sequence_parallel_
                        ? reduce_scatter_to_sequence_parallel_region.backward(dout, tp, name_ + ".rs")
                        : reduce_from_tensor_model_parallel_region.backward(dout, tp, name_ + ".g");
   ops::add_(dweight_, ops::embedding_backward(d, ids, weight_.size(0), vocab_start(tp)));
+  // END SOLUTION
 }
 
 }  // namespace tpsp::tensor_parallel

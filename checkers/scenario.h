@@ -1,0 +1,92 @@
+// A checker scenario: one piece of a lab run on every rank of a TP group, its outputs and how they
+// relate to the single-process answer, and the communication it must perform.
+//
+// The same `run` function executes in two places that never share code paths with the learner's
+// build of the grader:
+//   - on each rank, in tpsp-lab-ranks[-labNN] (linked with the learner's files), which dumps every
+//     output as .npy and the recorder's calls as JSON;
+//   - in the grader tpsp-check (linked with the engine's own solution only), at tp=1 in one process
+//     with no communication, to produce the whole expected tensors (unless `expected` is given).
+// Inputs are drawn from the seed chosen at check time, identically in both places.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/comm/op.h"
+#include "engine/comm/process_group.h"
+#include "engine/tensor.h"
+
+namespace tpsp::checkers {
+
+/// Where a scenario runs: the TP group (size tp, rank r), SP on/off and the check's seed.
+/// begin_phase("forward") / ("backward") splits the recorded calls by phase.
+struct RunContext {
+  comm::ProcessGroup* tp = nullptr;
+  bool sp = false;
+  uint64_t seed = 0;
+  std::function<void(const std::string&)> begin_phase = [](const std::string&) {};
+  int size() const { return tp->size(); }
+  int rank() const { return tp->rank(); }
+};
+
+/// One output: the rank's local tensor and how it maps onto the whole answer.
+/// split_dim kReplicated: every rank holds the whole tensor; kPartial: each rank holds a partial
+/// sum and the sum over ranks is the whole; d >= 0: rank r holds chunk r of dim d (equal chunks,
+/// rank order). real_rows >= 0 marks a dim-0 split whose whole tensor has that many real rows
+/// (vocabulary padding): rows past it are not compared.
+inline constexpr int kReplicated = -1;
+inline constexpr int kPartial = -2;
+struct Output {
+  Tensor local;
+  int split_dim = kReplicated;
+  int64_t real_rows = -1;
+};
+using Outputs = std::map<std::string, Output>;
+
+/// A call the scenario must make in a phase: op and the bytes of the tensor S (cost_model.h), on
+/// the TP group; `what` explains it in reports ("g: all-reduce of the partial [s, b, h]").
+struct ExpectedCall {
+  comm::OpKind op;
+  uint64_t tensor_bytes;
+  std::string what;
+};
+/// Phase name ("forward", "backward", ...) → calls, in any order.
+using Pattern = std::map<std::string, std::vector<ExpectedCall>>;
+
+/// One scenario of a lab.
+struct Scenario {
+  std::string lab;   ///< "lab01"
+  std::string name;  ///< "column_linear"
+  std::string summary;
+  std::vector<int> tp_sizes{1, 2, 3, 4};
+  bool sp_variants = false;  ///< run with SP off and on
+  std::function<Outputs(RunContext&)> run;
+  std::function<Pattern(int tp, bool sp)> pattern;
+  /// Whole expected outputs; default: `run` at tp=1 in the grader process.
+  std::function<Outputs(uint64_t seed, int tp, bool sp)> expected;
+};
+
+/// Every scenario of every lab, in lab order.
+const std::vector<Scenario>& all_scenarios();
+/// The scenario "labNN/name"; throws std::invalid_argument listing the known names.
+const Scenario& find_scenario(const std::string& id);
+
+/// A whole tensor of `shape` with values N(0, 1) · scale drawn from (seed, name) — identical on every
+/// rank and in the grader. With integer = true, values are rounded to integers in [−8, 8] so any
+/// summation order is exact (nccl-tests' idea).
+Tensor input_tensor(const Shape& shape, uint64_t seed, const std::string& name, float scale = 1.f,
+                    bool integer = false);
+/// Chunk r of dim d of a whole tensor (a copy; dim 0 uses slice0).
+Tensor chunk(const Tensor& whole, int d, int r, int n);
+
+// Registration, one function per lab (checkers/scenarios_labNN.cpp).
+void register_lab00(std::vector<Scenario>& out);
+void register_lab01(std::vector<Scenario>& out);
+void register_lab02(std::vector<Scenario>& out);
+void register_lab03(std::vector<Scenario>& out);
+
+}  // namespace tpsp::checkers

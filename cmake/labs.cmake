@@ -1,0 +1,39 @@
+# The lab plan: which engine translation units each lab owns, and where the learner's copies live.
+# A lab's learner build links the learner's files in place of the engine's; every other lab's code
+# comes from the engine (../shared/DESIGN.md idea 1). tools/strip_solutions.py makes the skeletons.
+set(TPSP_LABS lab00 lab01 lab02 lab03)
+set(TPSP_LAB_lab00_DIR labs/lab00_collectives)
+set(TPSP_LAB_lab00_FILES engine/comm/ring_collectives.cpp)
+set(TPSP_LAB_lab01_DIR labs/lab01_tp_layers)
+set(TPSP_LAB_lab01_FILES engine/tensor_parallel/mappings_tp.cpp engine/tensor_parallel/layers.cpp)
+set(TPSP_LAB_lab02_DIR labs/lab02_transformer_block)
+set(TPSP_LAB_lab02_FILES engine/tensor_parallel/vocab_embedding.cpp engine/tensor_parallel/cross_entropy.cpp
+                         engine/tensor_parallel/random.cpp engine/model/transformer_layer.cpp)
+set(TPSP_LAB_lab03_DIR labs/lab03_sequence_parallel)
+set(TPSP_LAB_lab03_FILES engine/tensor_parallel/mappings_sp.cpp engine/model/finalize_grads.cpp)
+
+# Keep only files that exist (a lab whose engine part is not written yet owns nothing).
+foreach(lab ${TPSP_LABS})
+  set(existing "")
+  foreach(f ${TPSP_LAB_${lab}_FILES})
+    if(EXISTS ${CMAKE_SOURCE_DIR}/${f})
+      list(APPEND existing ${f})
+    endif()
+  endforeach()
+  set(TPSP_LAB_${lab}_FILES ${existing})
+  list(APPEND TPSP_ALL_LAB_FILES ${existing})
+endforeach()
+
+# tpsp_engine_variant(<target> <lab> <sources...>): a static engine in which <lab>'s files are
+# replaced by <sources> (compiled with -Wno-unused-parameter: a skeleton leaves parameters unused).
+function(tpsp_engine_variant target lab)
+  set(objs $<TARGET_OBJECTS:tpsp_engine_base>)
+  foreach(other ${TPSP_LABS})
+    if(NOT other STREQUAL lab AND TARGET tpsp_solution_${other})
+      list(APPEND objs $<TARGET_OBJECTS:tpsp_solution_${other}>)
+    endif()
+  endforeach()
+  add_library(${target} STATIC ${objs} ${ARGN})
+  set_source_files_properties(${ARGN} PROPERTIES COMPILE_OPTIONS "-Wno-unused-parameter")
+  target_link_libraries(${target} PUBLIC tpsp_engine_deps)
+endfunction()

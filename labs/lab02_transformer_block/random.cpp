@@ -1,0 +1,114 @@
+// Megatron's RNG tracker on Philox states (see random.h). lab02 replaces this translation unit.
+#include "engine/tensor_parallel/random.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+
+#include "engine/error.h"
+#include "engine/lab_todo.h"  // the lab skeleton calls TPSP_LAB_TODO
+#include "engine/random/philox.h"
+
+namespace tpsp::tensor_parallel {
+namespace {
+
+/// "'a', 'b'" (or "none") for error messages.
+[[maybe_unused]] std::string names_of(const std::map<std::string, RngState>& states) {
+  std::string out;
+  for (const auto& [name, state] : states) out += (out.empty() ? "'" : ", '") + name + "'";
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+// [[maybe_unused]] marks what only a solution body uses: the lab skeleton (bodies replaced by
+// TPSP_LAB_TODO) must still compile under -Wall -Wextra -Werror.
+
+void RngStatesTracker::reset() {
+  TPSP_CHECK(current_name_ == kDefaultRngName, "rng tracker: reset() inside fork('", current_name_,
+             "'); leave the fork first");
+  states_.clear();
+  seeds_.clear();
+}
+
+std::map<std::string, RngState> RngStatesTracker::get_states() const {
+  return states_;
+}
+
+void RngStatesTracker::set_states(std::map<std::string, RngState> states) {
+  states_ = std::move(states);
+}
+
+void RngStatesTracker::add([[maybe_unused]] const std::string& name, [[maybe_unused]] uint64_t seed) {
+  // TODO(lab02 rng add): refuse a seed that an added state already uses and a name that is already
+  // added (ShapeError naming the seed / the name; leave the tracker unchanged), then record the seed
+  // and store the fresh state {seed, offset 0} under `name`. The current generator does not change.
+  TPSP_LAB_TODO("lab02 rng add: refuse a seed that an added state already uses and a name that is already added (ShapeError naming the seed / the name; leave the tracker unchanged), then record the seed and store the fresh state {seed, offset 0} under `name`. The current generator does not change");
+}
+
+RngStatesTracker::ForkGuard RngStatesTracker::fork(const std::string& name) {
+  return ForkGuard(*this, name);
+}
+
+RngStatesTracker::ForkGuard::ForkGuard(RngStatesTracker& tracker, std::string name)
+    : tracker_(tracker), name_(std::move(name)) {
+  // TODO(lab02 rng fork): refuse a name that was never added (ShapeError naming it). Remember the
+  // current generator and its name (prev_state_, prev_name_); if a named state is current (a nested
+  // fork), save its progress under its name first. Then make states_[name_] current.
+  TPSP_LAB_TODO("lab02 rng fork: refuse a name that was never added (ShapeError naming it). Remember the current generator and its name (prev_state_, prev_name_); if a named state is current (a nested fork), save its progress under its name first. Then make states_[name_] current");
+}
+
+RngStatesTracker::ForkGuard::~ForkGuard() {
+  // TODO(lab02 rng unfork): save the current (advanced) generator under name_, so the next fork
+  // resumes where this one stopped; then restore what was current before the fork: the default
+  // generator saved in prev_state_, or for a nested fork the named state prev_name_ as now stored.
+  TPSP_LAB_TODO("lab02 rng unfork: save the current (advanced) generator under name_, so the next fork resumes where this one stopped; then restore what was current before the fork: the default generator saved in prev_state_, or for a nested fork the named state prev_name_ as now stored");
+}
+
+std::vector<float> RngStatesTracker::uniform(int64_t n) {
+  TPSP_CHECK(n >= 0, "rng tracker: cannot draw n = ", n, " numbers");
+  std::vector<float> out(static_cast<std::size_t>(n));
+  const uint64_t seed = current_.seed, first = current_.offset;
+  const std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  std::array<uint32_t, 4> lanes{};
+  uint64_t block = std::numeric_limits<uint64_t>::max();
+  for (std::size_t j = 0; j < out.size(); ++j) {  // = random::uniform(seed, stream, first + j), one
+    const uint64_t i = first + j;                 // Philox block per four consecutive indices
+    if (i / 4 != block) {
+      block = i / 4;
+      lanes = random::philox4x32(
+          {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+           static_cast<uint32_t>(kRngTrackerStream), static_cast<uint32_t>(kRngTrackerStream >> 32)},
+          key);
+    }
+    out[j] = static_cast<float>(lanes[i % 4] >> 8) * (1.0f / 16777216.0f);
+  }
+  current_.offset += static_cast<uint64_t>(n);
+  return out;
+}
+
+void model_parallel_manual_seed([[maybe_unused]] RngStatesTracker& tracker, uint64_t seed, int64_t tp_rank) {
+  TPSP_CHECK(tp_rank >= 0, "model_parallel_manual_seed: tp_rank = ", tp_rank, " is negative");
+  TPSP_CHECK(seed <= std::numeric_limits<uint64_t>::max() - kModelParallelSeedOffset -
+                         static_cast<uint64_t>(tp_rank),
+             "model_parallel_manual_seed: seed ", seed, " + ", kModelParallelSeedOffset, " + tp_rank ",
+             tp_rank, " overflows 64 bits");
+  // TODO(lab02 rng seed): Megatron model_parallel_cuda_manual_seed: reset the tracker, seed the
+  // default generator with `seed` (the same on every TP rank), add kDataParallelRngName = seed and
+  // kModelParallelRngName = seed + kModelParallelSeedOffset + tp_rank (different on every TP rank).
+  TPSP_LAB_TODO("lab02 rng seed: Megatron model_parallel_cuda_manual_seed: reset the tracker, seed the default generator with `seed` (the same on every TP rank), add kDataParallelRngName = seed and kModelParallelRngName = seed + kModelParallelSeedOffset + tp_rank (different on every TP rank)");
+}
+
+Tensor dropout_mask_from_tracker(RngStatesTracker& tracker, const Shape& shape, float p) {
+  TPSP_CHECK(p >= 0.f && p < 1.f, "dropout_mask_from_tracker: p = ", p, " is outside [0, 1)");
+  Tensor mask(shape);  // throws ShapeError on a negative extent
+  const std::vector<float> u = tracker.uniform(mask.numel());
+  const float keep = 1.f / (1.f - p);
+  float* m = mask.data();
+  for (std::size_t i = 0; i < u.size(); ++i) m[i] = u[i] >= p ? keep : 0.f;
+  return mask;
+}
+
+}  // namespace tpsp::tensor_parallel

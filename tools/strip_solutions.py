@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Strips lab solutions from engine files, leaving the learner's skeleton.
+
+Every solution body in a lab-owned engine file is written as
+
+    // TODO(lab01 f backward): <what the body must compute and communicate>
+    // BEGIN SOLUTION
+    <solution>
+    // END SOLUTION
+
+and becomes, in the skeleton,
+
+    // TODO(lab01 f backward): <what the body must compute and communicate>
+    TPSP_LAB_TODO("lab01 f backward: <the TODO's text>");
+
+Usage:
+  strip_solutions.py FILE            print the skeleton of FILE
+  strip_solutions.py --check FILE SKELETON
+                                     exit 1 (with a diff) unless SKELETON is FILE stripped
+The lab plan (which engine file belongs to which lab, and where its skeleton lives) is
+cmake/labs.cmake; `make skeletons` rewrites the committed skeletons and `make release` writes a
+learner copy of the whole tree.
+"""
+import difflib
+import re
+import sys
+
+TODO_RE = re.compile(r"^(\s*)// TODO\((lab\d\d [^)]*)\):\s*(.*)$")
+BEGIN_RE = re.compile(r"^\s*// BEGIN SOLUTION\s*$")
+END_RE = re.compile(r"^\s*// END SOLUTION\s*$")
+
+
+def strip(text: str, path: str = "<input>") -> str:
+    """Returns text with every BEGIN/END SOLUTION block replaced by a TPSP_LAB_TODO call.
+
+    Raises ValueError (naming the file and line) for a block without a TODO comment right above
+    it, an unterminated block, or a nested BEGIN.
+    """
+    out, todo, i = [], None, 0
+    lines = text.splitlines(keepends=True)
+    while i < len(lines):
+        line = lines[i]
+        m = TODO_RE.match(line)
+        if m:
+            indent, what, first = m.groups()
+            words = [first]
+            j = i + 1
+            while j < len(lines) and lines[j].strip().startswith("//") and not BEGIN_RE.match(lines[j]):
+                words.append(lines[j].strip()[2:].strip())
+                j += 1
+            todo = (indent, what, " ".join(words))
+            out.extend(lines[i:j])
+            i = j
+            continue
+        if BEGIN_RE.match(line):
+            if todo is None:
+                raise ValueError(f"{path}:{i + 1}: BEGIN SOLUTION without a TODO(labNN ...) comment above it")
+            j = i + 1
+            while j < len(lines) and not END_RE.match(lines[j]):
+                if BEGIN_RE.match(lines[j]):
+                    raise ValueError(f"{path}:{j + 1}: nested BEGIN SOLUTION")
+                j += 1
+            if j == len(lines):
+                raise ValueError(f"{path}:{i + 1}: BEGIN SOLUTION is never ended")
+            indent, what, sentence = todo
+            summary = sentence.rstrip(".").replace("\\", "\\\\").replace('"', '\\"')
+            out.append(f'{indent}TPSP_LAB_TODO("{what}: {summary}");\n')
+            todo = None
+            i = j + 1
+            continue
+        if line.strip() and not line.strip().startswith("//"):
+            todo = None
+        out.append(line)
+        i += 1
+    return "".join(out)
+
+
+def main(argv):
+    if len(argv) == 2:
+        with open(argv[1]) as f:
+            sys.stdout.write(strip(f.read(), argv[1]))
+        return 0
+    if len(argv) == 4 and argv[1] == "--check":
+        with open(argv[2]) as f:
+            want = strip(f.read(), argv[2])
+        with open(argv[3]) as f:
+            got = f.read()
+        if got == want:
+            return 0
+        sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
+                                                   f"strip({argv[2]})", argv[3]))
+        return 1
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
