@@ -1,6 +1,7 @@
 // ParallelGPT (see gpt.h): sharded init, forward, backward, gradient synchronisation, AdamW.
 #include "engine/model/gpt.h"
 
+#include <array>
 #include <cmath>
 
 #include "engine/error.h"
@@ -95,14 +96,20 @@ void ParallelGPT::init_parameters() {
 }
 
 namespace {
-/// A checksum of the batch that is exact in float32 (< 2^24), for the W2 replicated-input check.
-float batch_checksum(const TokenBatch& ids, const TokenBatch& targets) {
-  int64_t c = 0;
-  for (std::size_t k = 0; k < ids.ids.size(); ++k)
-    c = (c + (ids.ids[k] + 1) * static_cast<int64_t>(k % 13 + 1) +
-         (targets.ids[k] + 101) * static_cast<int64_t>(k % 7 + 1)) %
-        (1 << 22);
-  return static_cast<float>(c);
+/// A 64-bit hash of the whole batch (shape, every id and target, in order) for the W2
+/// replicated-input check, as three chunks of at most 22 bits (exact in float32). A hash, not a
+/// weighted sum: differences that cancel in a sum (+2 at one position, −1 at the next) or that
+/// permute positions change it.
+std::array<float, 3> batch_fingerprint(const TokenBatch& ids, const TokenBatch& targets) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a over the 8 bytes of each value
+  auto mix = [&h](int64_t v) {
+    for (int k = 0; k < 8; ++k) h = (h ^ ((static_cast<uint64_t>(v) >> (8 * k)) & 0xff)) * 1099511628211ull;
+  };
+  for (int64_t v : {ids.b, ids.s, targets.b, targets.s}) mix(v);
+  for (int64_t v : ids.ids) mix(v);
+  for (int64_t v : targets.ids) mix(v);
+  return {static_cast<float>(h & 0x3fffff), static_cast<float>((h >> 22) & 0x3fffff),
+          static_cast<float>(h >> 44)};
 }
 }  // namespace
 
@@ -117,13 +124,16 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   TPSP_CHECK(!opt_.sequence_parallel || ids.s % tp.size() == 0, "sequence parallelism: s=", ids.s,
              " is not divisible by tp=", tp.size());
   if (opt_.check_replicated_inputs && tp.size() > 1) {
-    const float c = batch_checksum(ids, targets);
-    Tensor both = Tensor::from({2}, {c, -c});
+    // max over the ranks of (f, −f): every rank holds the same fingerprint iff max == −min.
+    const std::array<float, 3> f = batch_fingerprint(ids, targets);
+    Tensor both = Tensor::from({6}, {f[0], f[1], f[2], -f[0], -f[1], -f[2]});
     tp.all_reduce(both, comm::ReduceOp::max, {"check.replicated_inputs"});
-    TPSP_CHECK(both.at(0) == -both.at(1), "the ranks of TP group ",
+    bool same = true;
+    for (int k = 0; k < 3; ++k) same = same && both.at(k) == -both.at(k + 3);
+    TPSP_CHECK(same, "the ranks of TP group ",
                shape_str({tp.global_ranks().begin(), tp.global_ranks().end()}),
-               " hold different token batches (checksums range from ", -both.at(1), " to ", both.at(0),
-               "; this rank: ", c, "): every rank of a TP group must see identical inputs");
+               " hold different token batches (their batch fingerprints differ; raised on world rank ",
+               tp.global_rank(), "): every rank of a TP group must see identical inputs");
   }
   const int64_t s = ids.s, b = ids.b;
   auto S = std::make_shared<Saved>();

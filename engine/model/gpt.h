@@ -34,8 +34,9 @@ struct ShardSpec {
 /// Switches of the parallel model.
 struct ParallelOptions {
   bool sequence_parallel = false;
-  /// Checks that every TP rank holds the same token batch (one small all-reduce per forward;
-  /// ../shared/cases W2). On by default; benchmarks turn it off.
+  /// Checks that every TP rank holds the same token batch: a 64-bit hash of ids and targets,
+  /// compared in one small all-reduce per forward; a difference is a ShapeError on every rank of
+  /// the TP group (../shared/cases W2). On by default; benchmarks turn it off.
   bool check_replicated_inputs = true;
 };
 
