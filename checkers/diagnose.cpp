@@ -40,6 +40,17 @@ bool own_rows_only(const Tensor& got, const Tensor& want, int rank, int n, doubl
   return true;
 }
 
+/// sum − want is the same vector in every row of the last dim (a bias added once per rank).
+bool rows_differ_by_one_vector(const Tensor& sum, const Tensor& want, double rtol, double atol) {
+  const int64_t h = want.size(-1), rows = want.numel() / h;
+  for (int64_t r = 1; r < rows; ++r)
+    for (int64_t j = 0; j < h; ++j) {
+      const double d0 = double(sum.at(j)) - want.at(j), d = double(sum.at(r * h + j)) - want.at(r * h + j);
+      if (std::fabs(d - d0) > 2 * atol + rtol * std::fabs(want.at(r * h + j))) return false;
+    }
+  return true;
+}
+
 }  // namespace
 
 std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
@@ -76,8 +87,10 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
     }
     if (same_shapes && all_close(sum, want, rtol, atol))
       return "one rank's partial sum: the ranks' results add up to the answer, so the all-reduce that sums "
-             "them is "
-             "missing (g in forward, or f in backward)";
+             "them is missing (g in forward, or f in backward)";
+    if (same_shapes && got.dim() >= 2 && rows_differ_by_one_vector(sum, want, rtol, atol))
+      return "one rank's partial sum: the ranks' results add up to the answer plus a bias counted on every "
+             "rank, so the all-reduce that sums them is missing (g in forward, or f in backward)";
     if (own_rows_only(got, want, rank, n, rtol, atol))
       return "only this rank's own rows are filled and the rest is zero: the gradient of a replicated input "
              "must "

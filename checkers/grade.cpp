@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include "checkers/diagnose.h"
-#include "engine/comm/env.h"
 #include "engine/io/npy.h"
 #include "engine/ops/elementwise.h"
 
@@ -51,21 +50,9 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
-/// The expected whole outputs: the scenario's own closed form, or its run at tp=1 in this process
-/// (the engine's solution, no communication).
+/// The expected whole outputs: the scenario's own closed form, or its run at tp=1 in this process.
 Outputs expected_outputs(const Scenario& sc, int tp, bool sp, uint64_t seed) {
-  if (sc.expected) return sc.expected(seed, tp, sp);
-  static std::shared_ptr<comm::ProcessGroup> single = [] {
-    for (const char* v :
-         {"RANK", "WORLD_SIZE", "TPSP_STORE_DIR", "MASTER_ADDR", "SLURM_PROCID", "SLURM_NTASKS"})
-      unsetenv(v);
-    return comm::init_from_env();
-  }();
-  RunContext ctx;
-  ctx.tp = single.get();
-  ctx.sp = sp;
-  ctx.seed = seed;
-  return sc.run(ctx);
+  return sc.expected ? sc.expected(seed, tp, sp) : run_single_process(sc, seed, sp);
 }
 
 /// Rows [first, first+count) of dim 0 (for padded vocabulary outputs).

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/comm/env.h"
 #include "engine/random/init.h"
 
 namespace tpsp::checkers {
@@ -35,6 +36,27 @@ Tensor input_tensor(const Shape& shape, uint64_t seed, const std::string& name, 
     for (int64_t i = 0; i < t.numel(); ++i)
       t.at(i) = std::fmax(-8.f, std::fmin(8.f, std::round(t.at(i) * 3.f)));
   return t;
+}
+
+Outputs run_single_process(const Scenario& sc, uint64_t seed, bool sp) {
+  static std::shared_ptr<comm::ProcessGroup> single = [] {
+    for (const char* v :
+         {"RANK", "WORLD_SIZE", "TPSP_STORE_DIR", "MASTER_ADDR", "SLURM_PROCID", "SLURM_NTASKS"})
+      unsetenv(v);
+    return comm::init_from_env();
+  }();
+  RunContext ctx;
+  ctx.tp = single.get();
+  ctx.sp = sp;
+  ctx.seed = seed;
+  return sc.run(ctx);
+}
+
+Tensor pad_dim(const Tensor& t, int d, int64_t size) {
+  if (t.size(d) == size) return t;
+  Shape s = t.shape();
+  s[static_cast<std::size_t>(d)] = size - t.size(d);
+  return cat({t, Tensor(s)}, d);
 }
 
 Tensor chunk(const Tensor& whole, int d, int r, int n) {

@@ -80,6 +80,11 @@ const Scenario& find_scenario(const std::string& id);
 /// summation order is exact (nccl-tests' idea).
 Tensor input_tensor(const Shape& shape, uint64_t seed, const std::string& name, float scale = 1.f,
                     bool integer = false);
+/// Runs sc.run in this process at tp=1 (a one-rank group, no communication) with the engine's
+/// own code: the whole answer for every output.
+Outputs run_single_process(const Scenario& sc, uint64_t seed, bool sp);
+/// Pads dim `d` of t with zeros up to `size` (vocabulary padding of the expected answer).
+Tensor pad_dim(const Tensor& t, int d, int64_t size);
 /// Chunk r of dim d of a whole tensor (a copy; dim 0 uses slice0).
 Tensor chunk(const Tensor& whole, int d, int r, int n);
 

@@ -17,6 +17,11 @@ Usage:
   strip_solutions.py FILE            print the skeleton of FILE
   strip_solutions.py --check FILE SKELETON
                                      exit 1 (with a diff) unless SKELETON is FILE stripped
+  strip_solutions.py --lab-files     print "lab engine_file skeleton_file" for every lab file
+  strip_solutions.py --update-skeletons
+                                     (maintainers) rewrite labs/*/ skeletons from the engine files;
+                                     refuses to touch a skeleton that is not a pristine copy of the
+                                     committed one (it may hold a learner's work)
 The lab plan (which engine file belongs to which lab, and where its skeleton lives) is
 cmake/labs.cmake; `make skeletons` rewrites the committed skeletons and `make release` writes a
 learner copy of the whole tree.
@@ -75,7 +80,45 @@ def strip(text: str, path: str = "<input>") -> str:
     return "".join(out)
 
 
+def lab_files(root="."):
+    """(lab, engine file, skeleton path) for every file of the lab plan in cmake/labs.cmake."""
+    import os
+    text = open(os.path.join(root, "cmake", "labs.cmake")).read()
+    dirs = dict(re.findall(r"set\(TPSP_LAB_(lab\d\d)_DIR\s+(\S+)\)", text))
+    out = []
+    for lab, files in re.findall(r"set\(TPSP_LAB_(lab\d\d)_FILES\s+([^)]*)\)", text):
+        for f in files.split():
+            if os.path.exists(os.path.join(root, f)):
+                out.append((lab, f, os.path.join(dirs[lab], os.path.basename(f))))
+    return out
+
+
+def update_skeletons():
+    import os
+    import subprocess
+    for lab, engine, skel in lab_files():
+        if os.path.exists(skel):
+            head = subprocess.run(["git", "show", "HEAD:" + skel], capture_output=True, text=True)
+            with open(skel) as f:
+                if head.returncode != 0 or f.read() != head.stdout:
+                    print(f"refusing to overwrite {skel}: it differs from the committed skeleton")
+                    continue
+        os.makedirs(os.path.dirname(skel), exist_ok=True)
+        with open(engine) as f:
+            new = strip(f.read(), engine)
+        with open(skel, "w") as f:
+            f.write(new)
+        print(f"{skel} <- strip({engine})")
+    return 0
+
+
 def main(argv):
+    if len(argv) == 2 and argv[1] == "--lab-files":
+        for row in lab_files():
+            print(" ".join(row))
+        return 0
+    if len(argv) == 2 and argv[1] == "--update-skeletons":
+        return update_skeletons()
     if len(argv) == 2:
         with open(argv[1]) as f:
             sys.stdout.write(strip(f.read(), argv[1]))
