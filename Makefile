@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all build build-asan test test-plain test-asan demo format clean
+.PHONY: all build build-asan test test-plain test-asan demo labs lab00 lab01 lab02 lab03 release format clean
 
 all: build
 
@@ -31,8 +31,20 @@ demo:
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run
 	$(BUILD)/bin/tpsp-demo $(DEMO_ARGS)
 
+## make labNN: build your code for lab NN (labs/labNN_*/) into the checker; then run ./check labNN.
+lab00 lab01 lab02 lab03:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target $@
+
+labs: lab00 lab01 lab02 lab03
+
+## make release: write a learner copy (solutions stripped to the skeletons) to $(RELEASE_DIR).
+RELEASE_DIR ?= out/release/tpsp
+release:
+	tools/make_release.sh $(RELEASE_DIR)
+
 format:
-	find engine reference checkers labs tests tools bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i
+	find engine reference checkers tests tools bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
