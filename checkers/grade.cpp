@@ -55,6 +55,12 @@ Outputs expected_outputs(const Scenario& sc, int tp, bool sp, uint64_t seed) {
   return sc.expected ? sc.expected(seed, tp, sp) : run_single_process(sc, seed, sp);
 }
 
+/// "all_gather on group tp along dim 2" (the dim only for the ops that have one).
+std::string call_key(const std::string& op, const std::string& group, int64_t dim) {
+  const bool has_dim = op == "all_gather" || op == "reduce_scatter";
+  return op + " on group " + group + (has_dim ? " along dim " + std::to_string(dim) : "");
+}
+
 /// Rows [first, first+count) of dim 0 (for padded vocabulary outputs).
 Tensor rows(const Tensor& t, int64_t first, int64_t count) {
   return t.slice0(first, first + count).clone();
@@ -187,13 +193,14 @@ GradeResult grade(const Scenario& sc, int tp, bool sp, uint64_t seed, const std:
     for (const json& c : results[r]["calls"]) {
       const std::string op = c["op"];
       if (c["phase"] == "setup" || op == "new_group") continue;
-      got_calls[c["phase"]].insert(
-          {op + " on group " + c["group"].get<std::string>(), c["tensor_bytes"].get<uint64_t>()});
+      got_calls[c["phase"]].insert({call_key(op, c["group"].get<std::string>(), c["dim"].get<int64_t>()),
+                                    c["tensor_bytes"].get<uint64_t>()});
     }
     for (const auto& [phase, calls] : pattern)
       for (const ExpectedCall& c : calls) {
-        want_calls[phase].insert({std::string(comm::op_name(c.op)) + " on group tp", c.tensor_bytes});
-        what[{std::string(comm::op_name(c.op)) + " on group tp", c.tensor_bytes}] = c.what;
+        const auto key = std::pair{call_key(comm::op_name(c.op), "tp", c.dim), c.tensor_bytes};
+        want_calls[phase].insert(key);
+        what[key] = c.what;
       }
     std::set<std::string> phases;
     for (const auto& [p, _] : got_calls) phases.insert(p);

@@ -47,12 +47,14 @@ struct Output {
 };
 using Outputs = std::map<std::string, Output>;
 
-/// A call the scenario must make in a phase: op and the bytes of the tensor S (cost_model.h), on
-/// the TP group; `what` explains it in reports ("g: all-reduce of the partial [s, b, h]").
+/// A call the scenario must make in a phase: op, the bytes of the tensor S (cost_model.h) and, for
+/// all-gather and reduce-scatter, the dim, on the TP group; `what` explains it in reports
+/// ("g: all-reduce of the partial [s, b, h]").
 struct ExpectedCall {
   comm::OpKind op;
   uint64_t tensor_bytes;
   std::string what;
+  int64_t dim = 0;
 };
 /// Phase name ("forward", "backward", ...) → calls, in any order.
 using Pattern = std::map<std::string, std::vector<ExpectedCall>>;

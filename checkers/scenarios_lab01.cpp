@@ -93,7 +93,7 @@ Pattern pattern_column(int tp, bool sp, bool gather_output) {
     p["backward"].push_back({OpKind::all_reduce, sbh, "f's backward: all-reduce of the partial dX"});
   }
   if (gather_output)
-    p["forward"].push_back({OpKind::all_gather, sbf, "gather_output: all-gather of Y's last dim"});
+    p["forward"].push_back({OpKind::all_gather, sbf, "gather_output: all-gather of Y's last dim", 2});
   return p;
 }
 

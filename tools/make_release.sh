@@ -18,7 +18,7 @@ git ls-files -z | grep -zvE '^(tests/|checkers/mutants/)' | xargs -0 cp --parent
   cp "$dest/$engine" "$dest/$skeleton"
 done
 echo "learner copy of tpsp: the lab solutions are stripped (see labs/*/README.md)" > "$dest/RELEASE"
-if grep -rlE 'BEGIN SOLUTION|END SOLUTION' "$dest" --include='*.cpp' --include='*.h'; then
+if grep -rlE '^[[:space:]]*// (BEGIN|END) SOLUTION[[:space:]]*$' "$dest" --include='*.cpp' --include='*.h'; then
   echo "make_release: a solution block survived in the files above" >&2
   exit 1
 fi

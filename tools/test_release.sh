@@ -9,7 +9,7 @@ cd "$top"
 tools/make_release.sh "$work/tpsp"
 cd "$work/tpsp"
 test -f RELEASE
-! grep -rq 'BEGIN SOLUTION' --include='*.cpp' --include='*.h' .
+! grep -rqE '^[[:space:]]*// (BEGIN|END) SOLUTION[[:space:]]*$' --include='*.cpp' --include='*.h' .
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" --target lab03 >/dev/null
 set +e
