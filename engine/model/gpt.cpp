@@ -26,6 +26,7 @@ struct ParallelGPT::Saved {
   Tensor logits;  // [s, b, V_local]
   tensor_parallel::VocabParallelCESaved ce;
   LayerContext ctx;
+  int64_t real_seq = 0;  // s before padding (pad_sequence)
 };
 
 std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sp) {
@@ -121,8 +122,13 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   TPSP_CHECK(ids.b == targets.b && ids.s == targets.s, "ids [", ids.b, ", ", ids.s, "] and targets [",
              targets.b, ", ", targets.s, "] differ in shape");
   TPSP_CHECK(ids.s <= cfg_.seq, "sequence length s=", ids.s, " exceeds the position table seq=", cfg_.seq);
-  TPSP_CHECK(!opt_.sequence_parallel || ids.s % tp.size() == 0, "sequence parallelism: s=", ids.s,
-             " is not divisible by tp=", tp.size());
+  const bool pad = opt_.sequence_parallel && ids.s % tp.size() != 0;
+  TPSP_CHECK(!pad || opt_.pad_sequence, "sequence parallelism: s=", ids.s,
+             " is not divisible by tp=", tp.size(), " (pad it, or set ParallelOptions::pad_sequence)");
+  const int64_t s_padded = pad ? (ids.s + tp.size() - 1) / tp.size() * tp.size() : ids.s;
+  TPSP_CHECK(s_padded <= cfg_.seq, "sequence length s=", ids.s, " padded to a multiple of tp=", tp.size(),
+             " is ", s_padded, ", more than the position table seq=", cfg_.seq);
+  if (pad) return forward_padded(ids, targets, iteration, s_padded);
   if (opt_.check_replicated_inputs && tp.size() > 1) {
     // max over the ranks of (f, −f): every rank holds the same fingerprint iff max == −min.
     const std::array<float, 3> f = batch_fingerprint(ids, targets);
@@ -141,7 +147,8 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   S->targets.resize(static_cast<std::size_t>(s * b));
   for (int64_t si = 0; si < s; ++si)
     for (int64_t bi = 0; bi < b; ++bi) S->targets[static_cast<std::size_t>(si * b + bi)] = targets.at(bi, si);
-  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b};
+  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b, padding_mask_};
+  S->real_seq = padding_mask_.defined() ? real_seq_ : s;
 
   Tensor x = embedding_->forward(ids, tp);
   S->seq_start = opt_.sequence_parallel ? tp.rank() * (s / tp.size()) : 0;
@@ -164,10 +171,35 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   return ce.loss;
 }
 
+namespace {
+/// [b, s] → [b, s_padded] with `fill` after the real positions.
+TokenBatch pad_batch(const TokenBatch& t, int64_t s_padded, int64_t fill) {
+  TokenBatch out{t.b, s_padded, {}};
+  for (int64_t bi = 0; bi < t.b; ++bi) {
+    out.ids.insert(out.ids.end(), t.ids.begin() + bi * t.s, t.ids.begin() + (bi + 1) * t.s);
+    out.ids.insert(out.ids.end(), static_cast<std::size_t>(s_padded - t.s), fill);
+  }
+  return out;
+}
+}  // namespace
+
+float ParallelGPT::forward_padded(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration,
+                                  int64_t s_padded) {
+  Tensor mask({ids.b, s_padded});
+  for (int64_t bi = 0; bi < ids.b; ++bi)
+    for (int64_t si = 0; si < ids.s; ++si) mask.at({bi, si}) = 1.f;
+  padding_mask_ = mask;
+  real_seq_ = ids.s;
+  const float loss =
+      forward(pad_batch(ids, s_padded, 0), pad_batch(targets, s_padded, kIgnoreIndex), iteration);
+  padding_mask_ = Tensor();
+  return loss;
+}
+
 Tensor ParallelGPT::logits_local() const {
   TPSP_CHECK(saved_ != nullptr, "logits_local() called before forward()");
   const Tensor& l = saved_->logits;  // [s, b, V_local] → [b, s, V_local]
-  const int64_t s = l.size(0), b = l.size(1), v = l.size(2);
+  const int64_t s = saved_->real_seq, b = l.size(1), v = l.size(2);
   Tensor out({b, s, v});
   for (int64_t si = 0; si < s; ++si)
     for (int64_t bi = 0; bi < b; ++bi)

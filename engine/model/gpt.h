@@ -38,6 +38,11 @@ struct ParallelOptions {
   /// compared in one small all-reduce per forward; a difference is a ShapeError on every rank of
   /// the TP group (../shared/cases W2). On by default; benchmarks turn it off.
   bool check_replicated_inputs = true;
+  /// Under SP, pad a sequence whose s is not divisible by tp up to the next multiple (ids 0,
+  /// targets −100, padded keys masked in attention) instead of refusing it; the loss and the
+  /// gradients are those of the unpadded batch (padding sits after the real tokens, so causal
+  /// attention never lets a real token see it). The padded s must still fit the position table.
+  bool pad_sequence = false;
 };
 
 /// The GPT on one rank of a DP × TP layout.
@@ -56,10 +61,10 @@ class ParallelGPT {
 
   /// Forward + loss on this data-parallel rank's rows. ids/targets [b, s] batch-first (the same on
   /// every TP rank). Throws ShapeError (on every rank, before any collective) for ids out of
-  /// range, s > cfg.seq, or s % tp != 0 under SP; NumericError for a NaN loss. Returns the mean
-  /// loss of this rank's rows.
+  /// range, s > cfg.seq, or s % tp != 0 under SP (unless pad_sequence); NumericError for a NaN
+  /// loss. Returns the mean loss of this rank's rows.
   float forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration = 0);
-  /// Local logits of the last forward, batch-first [b, s, V_padded/tp].
+  /// Local logits of the last forward, batch-first [b, s, V_padded/tp] (padded positions dropped).
   Tensor logits_local() const;
   /// Backward of the last forward; then sums the gradients of sequence_parallel parameters over TP
   /// (one coalesced all-reduce, SP only) and averages every gradient over DP (one coalesced
@@ -73,6 +78,7 @@ class ParallelGPT {
  private:
   struct Saved;
   void init_parameters();
+  float forward_padded(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration, int64_t s_padded);
   void sync_gradients();
   GPTConfig cfg_;
   uint64_t seed_;
@@ -87,6 +93,8 @@ class ParallelGPT {
   std::unique_ptr<tensor_parallel::ColumnParallelLinear> output_layer_;
   std::shared_ptr<Saved> saved_;
   int64_t steps_ = 0;
+  Tensor padding_mask_;  // [b, s_padded] during a padded forward
+  int64_t real_seq_ = 0;
 };
 
 /// Whole-parameter layout for a config at a TP size (names as gpt_parameter_shapes).

@@ -80,6 +80,7 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
   S.ln1 = ops::layernorm_forward(x, ln1_w_, ln1_b_, cfg_.ln_eps);
   S.qkv = qkv_.forward(S.ln1.y, S.qkv_in, tp);
   S.attn_opt.heads = heads_local;
+  S.attn_opt.key_padding_mask = ctx.key_padding_mask;
   S.attn_opt.dropout_p = cfg_.dropout;
   S.attn_opt.dropout_key = {ctx.seed,
                             ops::dropout_stream(prefix_ + "attention", ctx.iteration),

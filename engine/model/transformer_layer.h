@@ -29,6 +29,8 @@ struct LayerContext {
   int64_t iteration = 0;  ///< keys this step's dropout masks
   int64_t seq = 0;        ///< full sequence length s of the batch
   int64_t batch = 0;      ///< micro-batch size b
+  /// [b, s] key padding mask (1 = real token, 0 = padding), or undefined when nothing is padded.
+  Tensor key_padding_mask;
 };
 
 /// Activations one layer keeps for backward on this rank.

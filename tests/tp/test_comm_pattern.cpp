@@ -68,25 +68,31 @@ void check_pattern(bool sp) {
       want_f = {{"all_reduce self_attention.linear_proj.g", 1}, {"all_reduce mlp.linear_fc2.g", 1}};
       want_b = {{"all_reduce self_attention.linear_qkv.f", 1}, {"all_reduce mlp.linear_fc1.f", 1}};
     } else {
-      want_f = {{"all_gather self_attention.linear_qkv.ag", 1}, {"all_gather mlp.linear_fc1.ag", 1},
-                {"reduce_scatter self_attention.linear_proj.rs", 1}, {"reduce_scatter mlp.linear_fc2.rs", 1}};
-      want_b = {{"reduce_scatter self_attention.linear_qkv.ag", 1}, {"reduce_scatter mlp.linear_fc1.ag", 1},
-                {"all_gather self_attention.linear_proj.rs", 1}, {"all_gather mlp.linear_fc2.rs", 1},
-                {"all_gather self_attention.linear_qkv.ag_wgrad", 1}, {"all_gather mlp.linear_fc1.ag_wgrad", 1}};
+      want_f = {{"all_gather self_attention.linear_qkv.ag", 1},
+                {"all_gather mlp.linear_fc1.ag", 1},
+                {"reduce_scatter self_attention.linear_proj.rs", 1},
+                {"reduce_scatter mlp.linear_fc2.rs", 1}};
+      want_b = {
+          {"reduce_scatter self_attention.linear_qkv.ag", 1},   {"reduce_scatter mlp.linear_fc1.ag", 1},
+          {"all_gather self_attention.linear_proj.rs", 1},      {"all_gather mlp.linear_fc2.rs", 1},
+          {"all_gather self_attention.linear_qkv.ag_wgrad", 1}, {"all_gather mlp.linear_fc1.ag_wgrad", 1}};
     }
     expect(pattern(fwd, L) == want_f, "forward pattern of layer 1 differs");
     expect(pattern(bwd, L) == want_b, "backward pattern of layer 1 differs");
     for (const auto& recs : {fwd, bwd})
       for (const comm::CommRecord& r : recs)
-        if (r.label.rfind(L, 0) == 0) expect(r.tensor_bytes == sbh, r.label + " moved a tensor that is not [s, b, h]");
+        if (r.label.rfind(L, 0) == 0)
+          expect(r.tensor_bytes == sbh, r.label + " moved a tensor that is not [s, b, h]");
 
     const auto ce = pattern(fwd, "cross_entropy");
-    expect(ce == std::map<std::string, int>{{"all_reduce .max", 1}, {"all_reduce .predicted_logit", 1},
+    expect(ce == std::map<std::string, int>{{"all_reduce .max", 1},
+                                            {"all_reduce .predicted_logit", 1},
                                             {"all_reduce .sum_exp", 1}},
            "cross entropy forward is not 3 all-reduces");
     expect(pattern(bwd, "cross_entropy").empty(), "cross entropy backward communicated");
     for (const comm::CommRecord& r : fwd)
-      if (r.label.rfind("cross_entropy", 0) == 0) expect(r.tensor_bytes == 12 * 2 * 4, r.label + ": not [s·b] floats");
+      if (r.label.rfind("cross_entropy", 0) == 0)
+        expect(r.tensor_bytes == 12 * 2 * 4, r.label + ": not [s·b] floats");
   };
   const std::string f = failures(run_ranks(2, fn, 60));
   CHECK_MESSAGE(f.empty(), f);
@@ -94,8 +100,12 @@ void check_pattern(bool sp) {
 
 }  // namespace
 
-TEST_CASE("communication pattern per layer without SP: 2 all-reduces each way") { check_pattern(false); }
-TEST_CASE("communication pattern per layer with SP: all-gathers and reduce-scatters") { check_pattern(true); }
+TEST_CASE("communication pattern per layer without SP: 2 all-reduces each way") {
+  check_pattern(false);
+}
+TEST_CASE("communication pattern per layer with SP: all-gathers and reduce-scatters") {
+  check_pattern(true);
+}
 
 TEST_CASE("bad layouts are refused with a clear error before any collective") {
   auto fn = [](int) {
@@ -115,20 +125,25 @@ TEST_CASE("bad layouts are refused with a clear error before any collective") {
     const std::size_t before = world->recorder().size();
     GPTConfig c = cfg();
     c.heads = 3;
-    expect(message([&] { model::ParallelGPT g(c, 1, ps, {}); }) == "heads=3 is not divisible by tp=2", "heads % tp");
+    expect(message([&] { model::ParallelGPT g(c, 1, ps, {}); }) == "heads=3 is not divisible by tp=2",
+           "heads % tp");
     c = cfg();
     c.ffn = 49;
     c.heads = 4;
-    expect(message([&] { model::ParallelGPT g(c, 1, ps, {}); }) == "ffn=49 is not divisible by tp=2", "ffn % tp");
+    expect(message([&] { model::ParallelGPT g(c, 1, ps, {}); }) == "ffn=49 is not divisible by tp=2",
+           "ffn % tp");
     model::ParallelGPT gpt(cfg(), 1, ps, {.sequence_parallel = true});
     TokenBatch ids, targets;
     make_batch(2, 11, 37, 0, ids, targets);
-    expect(message([&] { gpt.forward(ids, targets); }) == "sequence parallelism: s=11 is not divisible by tp=2",
+    expect(message([&] {
+             gpt.forward(ids, targets);
+           }).rfind("sequence parallelism: s=11 is not divisible by tp=2", 0) == 0,
            "s % tp under SP");
     make_batch(2, 12, 37, 0, ids, targets);
     ids.ids[5] = 37;
-    expect(message([&] { gpt.forward(ids, targets); }) == "input ids: token id 37 at [0, 5] is outside [0, 37)",
-           "ids out of range");
+    expect(
+        message([&] { gpt.forward(ids, targets); }) == "input ids: token id 37 at [0, 5] is outside [0, 37)",
+        "ids out of range");
     expect(world->recorder().size() == before, "a collective ran before the error");
   };
   const std::string f = failures(run_ranks(2, fn, 60));

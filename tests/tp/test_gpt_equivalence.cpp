@@ -120,3 +120,29 @@ TEST_CASE("tp step equals reference with dropout p=0.1: tp=2 + SP") {
 TEST_CASE("tp step equals reference with dropout p=0.1: tp=4") {
   check_step(odd_config(12), 4, 1, false, 0.1f);
 }
+
+TEST_CASE("tp step equals reference: tp=2 + SP, s=11 padded to 12 (pad_sequence)") {
+  const GPTConfig c = odd_config(12);
+  auto fn = [&](int) {
+    TokenBatch ids, targets;
+    make_batch(2, 11, c.vocab, 4, ids, targets);
+    reference::GPT ref(c, 42);
+    const float ref_loss = ref.forward(ids, targets, 1);
+    const Tensor ref_logits = ref.logits();
+    ref.backward();
+    ParallelState ps(comm::init_from_env(), 2);
+    model::ParallelGPT gpt(c, 42, ps, {.sequence_parallel = true, .pad_sequence = true});
+    const float loss = gpt.forward(ids, targets, 1);
+    expect(std::fabs(loss - ref_loss) <= 1e-5 * std::fabs(ref_loss),
+           "padded loss differs from the reference");
+    const Tensor local = gpt.logits_local();
+    const int64_t vl = local.size(2), v0 = ps.tp_rank() * vl, real = std::min(vl, c.vocab - v0);
+    expect_close(local.narrow_copy(2, 0, real), ref_logits.narrow_copy(2, v0, real), 1e-4, 1e-5, "logits");
+    gpt.backward();
+    for (const auto& [name, g] : gpt.grads())
+      expect_close(g, expected_shard(ref.grads().at(name), gpt.shard_spec(name), ps.tp_rank(), 2), 1e-3, 2e-6,
+                   "grad " + name);
+  };
+  const std::string f = failures(run_ranks(2, fn, 60));
+  CHECK_MESSAGE(f.empty(), f);
+}
