@@ -7,7 +7,7 @@
 
 #include "engine/comm/env.h"
 #include "engine/error.h"
-#include "fork_ranks.h"
+#include "tests/support/fork_ranks.h"
 
 using tpsp::Shape;
 using tpsp::Tensor;

@@ -12,7 +12,7 @@
 #include "engine/comm/cost_model.h"
 #include "engine/comm/env.h"
 #include "engine/error.h"
-#include "fork_ranks.h"
+#include "tests/support/fork_ranks.h"
 
 using tpsp::Shape;
 using tpsp::Tensor;

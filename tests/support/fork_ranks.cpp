@@ -1,4 +1,4 @@
-#include "fork_ranks.h"
+#include "tests/support/fork_ranks.h"
 
 #include <poll.h>
 #include <signal.h>
