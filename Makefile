@@ -10,11 +10,11 @@ all: build
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 build-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPSP_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 
 ## make test: build plain and ASan+UBSan configurations and run every test in both.
 test: test-plain test-asan
@@ -28,13 +28,13 @@ test-asan: build-asan
 ## make demo: build, then train the TP+SP GPT and the single-process reference on Genesis and compare.
 demo:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run
+	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run -- --no-print-directory
 	$(BUILD)/bin/tpsp-demo $(DEMO_ARGS)
 
 ## make labNN: build your code for lab NN (labs/labNN_*/) into the checker; then run ./check labNN.
 lab00 lab01 lab02 lab03:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target $@
+	cmake --build $(BUILD) -j $(JOBS) --target $@ -- --no-print-directory
 
 labs: lab00 lab01 lab02 lab03
 

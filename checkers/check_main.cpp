@@ -3,6 +3,7 @@
 // this process, which links no learner code. The last line is "N passed, N failed"; the exit status
 // is non-zero on any failure.
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 
 #include "checkers/grade.h"
 #include "checkers/scenario.h"
+#include "engine/io/npy.h"
 
 namespace fs = std::filesystem;
 using namespace tpsp::checkers;
@@ -44,6 +46,17 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+/// Writes the expected whole tensors of a run as .npy beside the ranks' dumps (--verbose).
+void write_expected(const Scenario& sc, int tp, bool sp, uint64_t seed, const std::string& dir) {
+  try {
+    fs::create_directories(dir);
+    const Outputs want = sc.expected ? sc.expected(seed, tp, sp) : run_single_process(sc, seed, sp);
+    for (const auto& [name, o] : want) tpsp::io::save_npy(dir + "/" + name + ".npy", o.local);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "could not write the expected tensors to %s: %s\n", dir.c_str(), e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,14 +78,25 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "run only the scenario with this name (e.g. column_linear)");
   app.add_option("--tp", tps, "TP sizes to run (default: each scenario's own, typically 1,2,3,4)")
       ->delimiter(',');
-  app.add_option("--seed", seed_opt, "seed of the inputs (default: drawn now, and printed)");
+  app.add_option("--seed", seed_opt, "seed of the inputs (default: drawn now, and printed)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_path, "also write the results as JSON");
   app.add_flag("--verbose,-v", verbose, "print every run, passed or not, and where its dumps are");
   app.add_option("--binary", binary,
                  "rank program to check (default: tpsp-lab-ranks-<lab>, or tpsp-lab-ranks)");
-  app.add_option("--timeout", timeout, "seconds one run may take before it is killed");
+  app.add_option("--timeout", timeout, "seconds one run may take before it is killed")
+      ->check(CLI::Range(1, 3600));
   app.add_option("--backend", backend, "communication backend (gloo; nccl needs a GPU build)");
+  bool list = false;
+  app.add_flag("--list", list, "list the labs and their scenarios, then exit");
   CLI11_PARSE(app, argc, argv);
+  for (int tp : tps)
+    if (tp < 1 || tp > 4) {
+      std::fprintf(stderr,
+                   "./check: --tp %d is outside 1..4 (the scenarios' sizes are divisible by 1, 2, 3 and 4)\n",
+                   tp);
+      return 2;
+    }
   if (backend != "gloo") {
     std::fprintf(stderr, "./check: backend '%s' is not available in this build (only gloo)\n",
                  backend.c_str());
@@ -80,6 +104,14 @@ int main(int argc, char** argv) {
   }
   std::set<std::string> known;
   for (const Scenario& s : all_scenarios()) known.insert(s.lab);
+  if (list) {
+    for (const Scenario& s : all_scenarios())
+      std::printf("%s %-30s %s%s\n", s.lab.c_str(), s.name.c_str(), s.summary.c_str(),
+                  s.sp_only       ? " [SP]"
+                  : s.sp_variants ? " [SP off and on]"
+                                  : "");
+    return 0;
+  }
   if (all) labs.assign(known.begin(), known.end());
   if (labs.empty()) {
     std::fprintf(stderr, "%s\n./check: name a lab (e.g. ./check lab01) or --all\n", app.help().c_str());
@@ -100,7 +132,8 @@ int main(int argc, char** argv) {
                                           solution ? "engine's solution" : "your code", backend))
                           .c_str());
 
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, todo = 0, runs = 0;
+  std::set<std::string> todo_seen;  // each TODO message is printed once
   json report = json::array();
   for (const std::string& lab : labs) {
     const std::string bin = !binary.empty() ? binary
@@ -117,7 +150,7 @@ int main(int argc, char** argv) {
       if (sc.lab != lab || (!only.empty() && sc.name != only)) continue;
       for (int tp : sc.tp_sizes) {
         if (!tps.empty() && std::find(tps.begin(), tps.end(), tp) == tps.end()) continue;
-        for (int sp = 0; sp <= (sc.sp_variants ? 1 : 0); ++sp) {
+        for (int sp = sc.sp_only ? 1 : 0; sp <= (sc.sp_variants || sc.sp_only ? 1 : 0); ++sp) {
           const auto t0 = std::chrono::steady_clock::now();
           const std::string dir = fmt::format("{}/{}-{}-tp{}-sp{}", work, lab, sc.name, tp, sp);
           fs::create_directories(dir);
@@ -127,7 +160,14 @@ int main(int argc, char** argv) {
               "--seed {} --out '{}'",
               bin_dir, tp, timeout, bin, lab, sc.name, sp, seed, dir);
           const int code = run_logged(cmd, dir + "/launcher.log");
+          if (code == 128 + SIGINT || code == 128 + SIGTERM) {  // Ctrl-C: stop checking, do not grade
+            std::printf("\ninterrupted\n");
+            fs::remove_all(work);
+            return 130;
+          }
+          ++runs;
           GradeResult g = grade(sc, tp, sp != 0, seed, dir, code, read_file(dir + "/launcher.log"));
+          if (verbose) write_expected(sc, tp, sp != 0, seed, dir + "/expected");
           g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           const std::string tag = fmt::format("{:<28} tp={} sp={}", sc.name, tp, sp ? "on " : "off");
           if (g.passed) {
@@ -137,8 +177,12 @@ int main(int argc, char** argv) {
                           dir.c_str());
           } else {
             ++failed;
+            todo += g.todo ? 1 : 0;
             std::printf("  %s %s\n", (g.todo ? st.yellow("TODO") : st.red("FAIL")).c_str(), tag.c_str());
-            for (const std::string& p : g.problems) std::printf("    %s\n", p.c_str());
+            for (const std::string& p : g.problems) {
+              if (g.todo && !todo_seen.insert(p).second) continue;  // shown above already
+              std::printf("    %s\n", p.c_str());
+            }
             if (verbose) std::printf("    dumps and launcher log: %s\n", dir.c_str());
           }
           report.push_back({{"scenario", g.id},
@@ -154,7 +198,35 @@ int main(int argc, char** argv) {
       if (!verbose) std::fflush(stdout);
     }
   }
-  if (!json_path.empty()) std::ofstream(json_path) << report.dump(1) << "\n";
+  if (runs == 0 && failed == 0) {
+    std::fprintf(stderr, "./check: no scenario matches%s%s (see ./check --list)\n",
+                 only.empty() ? "" : (" --only " + only).c_str(), tps.empty() ? "" : " at the --tp sizes");
+    fs::remove_all(work);
+    return 2;
+  }
+  if (!json_path.empty()) {
+    const json doc = {{"seed", seed},
+                      {"source", solution         ? "solution"
+                                 : binary.empty() ? "learner"
+                                                  : binary},
+                      {"backend", backend},
+                      {"labs", labs},
+                      {"passed", passed},
+                      {"failed", failed},
+                      {"not_implemented", todo},
+                      {"results", report}};
+    std::ofstream out(json_path);
+    out << doc.dump(1) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "./check: cannot write %s\n", json_path.c_str());
+      return 2;
+    }
+  }
+  if (failed && !verbose)
+    std::printf(
+        "\n(rerun a failing scenario with --seed %llu --only NAME --tp N --verbose to keep the ranks' dumps "
+        "and the expected tensors as .npy)\n",
+        static_cast<unsigned long long>(seed));
   if (!verbose) fs::remove_all(work);
   const std::string summary = fmt::format("{} passed, {} failed", passed, failed);
   std::printf("\n%s\n", (failed ? st.red(summary) : st.green(summary)).c_str());

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     const checkers::Scenario& sc = checkers::find_scenario(id);
     checkers::RunContext ctx;
     ctx.tp = &ps.tp();
+    ctx.ps = &ps;
     ctx.sp = sp;
     ctx.seed = seed;
     std::string phase = "setup";

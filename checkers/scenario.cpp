@@ -45,8 +45,10 @@ Outputs run_single_process(const Scenario& sc, uint64_t seed, bool sp) {
       unsetenv(v);
     return comm::init_from_env();
   }();
+  static ParallelState ps(single, 1);
   RunContext ctx;
-  ctx.tp = single.get();
+  ctx.tp = &ps.tp();
+  ctx.ps = &ps;
   ctx.sp = sp;
   ctx.seed = seed;
   return sc.run(ctx);

@@ -18,6 +18,7 @@
 
 #include "engine/comm/op.h"
 #include "engine/comm/process_group.h"
+#include "engine/parallel_state.h"
 #include "engine/tensor.h"
 
 namespace tpsp::checkers {
@@ -26,6 +27,7 @@ namespace tpsp::checkers {
 /// begin_phase("forward") / ("backward") splits the recorded calls by phase.
 struct RunContext {
   comm::ProcessGroup* tp = nullptr;
+  ParallelState* ps = nullptr;  ///< the layout (world = tp here), for whole-model scenarios
   bool sp = false;
   uint64_t seed = 0;
   std::function<void(const std::string&)> begin_phase = [](const std::string&) {};
@@ -44,6 +46,7 @@ struct Output {
   Tensor local;
   int split_dim = kReplicated;
   int64_t real_rows = -1;
+  double atol = -1;  ///< absolute tolerance instead of the default atol_rel·max|want| (when >= 0)
 };
 using Outputs = std::map<std::string, Output>;
 
@@ -66,8 +69,9 @@ struct Scenario {
   std::string summary;
   std::vector<int> tp_sizes{1, 2, 3, 4};
   bool sp_variants = false;  ///< run with SP off and on
+  bool sp_only = false;      ///< a sequence-parallel scenario: run with SP on only
   std::function<Outputs(RunContext&)> run;
-  std::function<Pattern(int tp, bool sp)> pattern;
+  std::function<Pattern(int tp, bool sp)> pattern;  ///< empty: the calls are not checked
   /// Whole expected outputs; default: `run` at tp=1 in the grader process.
   std::function<Outputs(uint64_t seed, int tp, bool sp)> expected;
 };
@@ -95,5 +99,8 @@ void register_lab00(std::vector<Scenario>& out);
 void register_lab01(std::vector<Scenario>& out);
 void register_lab02(std::vector<Scenario>& out);
 void register_lab03(std::vector<Scenario>& out);
+/// The whole-model scenario "gpt_step" for `lab` (one training step of the TP GPT with the
+/// learner's files in place): SP off and on, or SP only.
+Scenario gpt_step_scenario(const std::string& lab, bool sp_only);
 
 }  // namespace tpsp::checkers

@@ -59,7 +59,7 @@ Pattern pattern_f_g(int tp, bool) {
 }
 
 /// Y = X·Aᵀ + b, column-parallel, then backward with a given dY. gather_output optional.
-Outputs run_column(RunContext& ctx, bool gather_output) {
+Outputs run_column(RunContext& ctx, bool gather_output, bool frozen_weight = false) {
   const int n = ctx.size(), r = ctx.rank();
   const Tensor x = input_tensor({S, B, H}, ctx.seed, "col.x");
   const Tensor w = input_tensor({F, H}, ctx.seed, "col.w", 0.2f), b = input_tensor({F}, ctx.seed, "col.b");
@@ -68,17 +68,20 @@ Outputs run_column(RunContext& ctx, bool gather_output) {
   LinearOptions opt;
   opt.gather_output = gather_output;
   opt.sequence_parallel = ctx.sp;
-  ColumnParallelLinear layer(chunk(w, 0, r, n), chunk(b, 0, r, n), dw, db, opt, "check.column");
+  // A frozen weight has no gradient buffer; dX must still be summed over TP (L1).
+  ColumnParallelLinear layer(chunk(w, 0, r, n), chunk(b, 0, r, n), frozen_weight ? Tensor() : dw, db, opt,
+                             "check.column");
   LinearSaved saved;
   const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
   ctx.begin_phase("forward");
   Tensor y = layer.forward(x_in, saved, *ctx.tp);
   ctx.begin_phase("backward");
   Tensor dx = layer.backward(gather_output ? dy : chunk(dy, 2, r, n), saved, *ctx.tp);
-  return {{"y", {y.clone(), gather_output ? kReplicated : 2}},
-          {"dx", {dx.clone(), ctx.sp ? 0 : kReplicated}},
-          {"dweight", {dw, 0}},
-          {"dbias", {db, 0}}};
+  Outputs out{{"y", {y.clone(), gather_output ? kReplicated : 2}},
+              {"dx", {dx.clone(), ctx.sp ? 0 : kReplicated}},
+              {"dbias", {db, 0}}};
+  if (!frozen_weight) out["dweight"] = {dw, 0};
+  return out;
 }
 
 Pattern pattern_column(int tp, bool sp, bool gather_output) {
@@ -98,7 +101,7 @@ Pattern pattern_column(int tp, bool sp, bool gather_output) {
 }
 
 /// Y = X·Bᵀ + b, row-parallel with the input split on its last dim.
-Outputs run_row(RunContext& ctx) {
+Outputs run_row(RunContext& ctx, bool skip_bias_add = false) {
   const int n = ctx.size(), r = ctx.rank();
   const Tensor x = input_tensor({S, B, F}, ctx.seed, "row.x");
   const Tensor w = input_tensor({H, F}, ctx.seed, "row.w", 0.2f), b = input_tensor({H}, ctx.seed, "row.b");
@@ -106,6 +109,7 @@ Outputs run_row(RunContext& ctx) {
   Tensor dw({H, F / n}), db({H});
   LinearOptions opt;
   opt.sequence_parallel = ctx.sp;
+  opt.skip_bias_add = skip_bias_add;  // the caller adds the bias (e.g. fused into the next op)
   RowParallelLinear layer(chunk(w, 1, r, n), b, dw, db, opt, "check.row");
   LinearSaved saved;
   ctx.begin_phase("forward");
@@ -128,6 +132,8 @@ Pattern pattern_row(int tp, bool sp) {
   return {{"forward", {{OpKind::all_reduce, sbh, "g: all-reduce of the partial Y"}}}};
 }
 
+Pattern pattern_mlp_once(int tp, bool sp);
+
 /// The TP MLP: column (h → ffn) → GELU → row (ffn → h); one all-reduce each way without SP.
 Outputs run_mlp(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
@@ -147,8 +153,12 @@ Outputs run_mlp(RunContext& ctx) {
   const Tensor h1 = fc1.forward(ctx.sp ? chunk(x, 0, r, n) : x, s1, *ctx.tp);
   const Tensor y = fc2.forward(ops::gelu_forward(h1), s2, *ctx.tp);
   ctx.begin_phase("backward");
-  const Tensor dact = fc2.backward(ctx.sp ? chunk(dy, 0, r, n) : dy, s2, *ctx.tp);
-  const Tensor dx = fc1.backward(ops::gelu_backward(dact, h1), s1, *ctx.tp);
+  // Two backward passes (gradient accumulation): the weight gradients must be added to, not overwritten.
+  Tensor dx;
+  for (int pass = 0; pass < 2; ++pass) {
+    const Tensor dact = fc2.backward(ctx.sp ? chunk(dy, 0, r, n) : dy, s2, *ctx.tp);
+    dx = fc1.backward(ops::gelu_backward(dact, h1), s1, *ctx.tp);
+  }
   const int seq = ctx.sp ? 0 : kReplicated;
   return {{"y", {y.clone(), seq}},   {"dx", {dx.clone(), seq}},
           {"fc1.dweight", {dw1, 0}}, {"fc1.dbias", {db1, 0}},
@@ -157,6 +167,14 @@ Outputs run_mlp(RunContext& ctx) {
 
 Pattern pattern_mlp(int tp, bool sp) {
   if (tp == 1) return {};
+  Pattern p = pattern_mlp_once(tp, sp);
+  const std::vector<ExpectedCall> once = p["backward"];
+  p["backward"].insert(p["backward"].end(), once.begin(), once.end());  // two backward passes
+  return p;
+}
+
+/// The MLP's calls for one forward and one backward.
+Pattern pattern_mlp_once(int, bool sp) {
   const uint64_t sbh = S * B * H * kF32;
   if (sp)
     return {{"forward",
@@ -195,14 +213,26 @@ void register_lab01(std::vector<Scenario>& out) {
                  .name = "row_linear",
                  .summary = "RowParallelLinear forward/backward (input split on its last dim)",
                  .sp_variants = true,
-                 .run = run_row,
+                 .run = [](RunContext& c) { return run_row(c); },
                  .pattern = pattern_row});
+  out.push_back({.lab = "lab01",
+                 .name = "row_linear_skip_bias_add",
+                 .summary = "RowParallelLinear with skip_bias_add=true: the output has no bias, the bias "
+                            "still gets its gradient",
+                 .run = [](RunContext& c) { return run_row(c, true); },
+                 .pattern = pattern_row});
+  out.push_back({.lab = "lab01",
+                 .name = "column_linear_frozen_weight",
+                 .summary = "ColumnParallelLinear with a frozen weight: dX is still summed over TP",
+                 .run = [](RunContext& c) { return run_column(c, false, true); },
+                 .pattern = [](int tp, bool sp) { return pattern_column(tp, sp, false); }});
   out.push_back({.lab = "lab01",
                  .name = "mlp",
                  .summary = "the TP MLP: column → GELU → row",
                  .sp_variants = true,
                  .run = run_mlp,
                  .pattern = pattern_mlp});
+  out.push_back(gpt_step_scenario("lab01", false));
 }
 
 }  // namespace tpsp::checkers

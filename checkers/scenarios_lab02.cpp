@@ -178,6 +178,7 @@ void register_lab02(std::vector<Scenario>& out) {
                  .summary = "Megatron's RNG tracker: default stream shared, model-parallel stream per rank",
                  .run = run_rng,
                  .expected = expected_rng});
+  out.push_back(gpt_step_scenario("lab02", false));
 }
 
 }  // namespace tpsp::checkers

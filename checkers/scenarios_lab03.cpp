@@ -112,18 +112,21 @@ void register_lab03(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab03",
                  .name = "sp_mappings",
                  .summary = "gather_from_ / reduce_scatter_to_ / scatter_to_sequence_parallel_region",
+                 .sp_only = true,
                  .run = run_sp_mappings,
                  .pattern = pattern_sp_mappings,
                  .expected = expected_sp_mappings});
   out.push_back({.lab = "lab03",
                  .name = "sp_grad_sync",
                  .summary = "sum (not average) the sequence-parallel gradients over TP in one all-reduce",
+                 .sp_only = true,
                  .run = run_sp_grad_sync,
                  .pattern = pattern_sp_grad_sync,
                  .expected = expected_sp_grad_sync});
   out.push_back({.lab = "lab03",
                  .name = "sp_transformer_layer",
                  .summary = "a transformer layer with sequence parallelism, gradients summed over TP",
+                 .sp_only = true,
                  .run =
                      [](RunContext& c) {
                        c.sp = true;
@@ -139,6 +142,7 @@ void register_lab03(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab03",
                  .name = "sp_activation_memory",
                  .summary = "SP keeps 1/tp of the [s, b, h] activations per rank",
+                 .sp_only = true,
                  .run =
                      [](RunContext& c) {
                        c.sp = true;
@@ -155,6 +159,7 @@ void register_lab03(std::vector<Scenario>& out) {
                            {"activation_bytes",
                             {Tensor::from({1}, {static_cast<float>(layer_activation_bytes(tp, true))})}}};
                      }});
+  out.push_back(gpt_step_scenario("lab03", true));
 }
 
 }  // namespace tpsp::checkers
