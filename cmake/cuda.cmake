@@ -1,5 +1,5 @@
 # GPU backend: compiled whenever nvcc is found so that CI catches compile errors; its tests skip
-# with one clear line when no device exists (../shared/notes/platform.md). Not in the sanitizer
+# with one clear line when no device exists (engine/comm/README.md). Not in the sanitizer
 # build (nvcc objects and ASan do not mix).
 set(TPSP_HAVE_CUDA OFF)
 if(TPSP_WITH_CUDA AND NOT TPSP_SANITIZE)

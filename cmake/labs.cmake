@@ -1,6 +1,6 @@
 # The lab plan: which engine translation units each lab owns, and where the learner's copies live.
 # A lab's learner build links the learner's files in place of the engine's; every other lab's code
-# comes from the engine (../shared/DESIGN.md idea 1). tools/strip_solutions.py makes the skeletons.
+# comes from the engine (docs/architecture.md idea 1). tools/strip_solutions.py makes the skeletons.
 set(TPSP_LABS lab00 lab01 lab02 lab03)
 set(TPSP_LAB_lab00_DIR labs/lab00_collectives)
 set(TPSP_LAB_lab00_FILES engine/comm/ring_collectives.cpp)

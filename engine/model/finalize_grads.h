@@ -13,7 +13,7 @@ namespace tpsp::model {
 /// Under sequence parallelism every TP rank computes the gradients of the replicated
 /// "sequence_parallel" parameters (LayerNorm γ/β, row-parallel biases, position embeddings) from
 /// its own [s/tp, b, h] tokens only: each holds a partial sum. This sums them over the TP group —
-/// summed, not averaged (../shared/cases S1) — in ONE coalesced all-reduce labelled
+/// summed, not averaged (docs/known_cases.md S1) — in ONE coalesced all-reduce labelled
 /// "grads.sequence_parallel", in place. tp == 1 or an empty list: nothing. lab03 replaces this file.
 void allreduce_sequence_parallel_grads(const std::vector<Tensor*>& grads, comm::ProcessGroup& tp);
 

@@ -36,7 +36,7 @@ struct ParallelOptions {
   bool sequence_parallel = false;
   /// Checks that every TP rank holds the same token batch: a 64-bit hash of ids and targets,
   /// compared in one small all-reduce per forward; a difference is a ShapeError on every rank of
-  /// the TP group (../shared/cases W2). On by default; benchmarks turn it off.
+  /// the TP group (docs/known_cases.md W2). On by default; benchmarks turn it off.
   bool check_replicated_inputs = true;
   /// Under SP, pad a sequence whose s is not divisible by tp up to the next multiple (ids 0,
   /// targets −100, padded keys masked in attention) instead of refusing it; the loss and the

@@ -2,7 +2,7 @@
 // uniform(seed, stream, global flat index) >= p, where the global flat index is computed from the
 // element's coordinates in the *whole* (unsharded) tensor. A sequence shard [s/tp, b, h] or a
 // head shard of attention probabilities therefore draws exactly the mask bits the single-process
-// reference draws for the same elements (../shared/DESIGN.md idea 4).
+// reference draws for the same elements (docs/architecture.md idea 4).
 #pragma once
 
 #include <cstdint>

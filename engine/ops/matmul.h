@@ -12,7 +12,7 @@ Tensor matmul_forward(const Tensor& x, const Tensor& w);
 
 /// Gradients of Y = X · Wᵀ given dY: dX = dY · W ([..., k]) and dW = dYᵀ · X ([m, k]).
 /// Either can be skipped (left undefined) with need_dx / need_dw = false — a frozen weight still
-/// needs dX (../shared/cases L1). Throws ShapeError on inconsistent shapes.
+/// needs dX (docs/known_cases.md L1). Throws ShapeError on inconsistent shapes.
 struct MatmulGrads {
   Tensor dx;
   Tensor dw;

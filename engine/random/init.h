@@ -1,6 +1,6 @@
 // Parameter initialisation keyed by (seed, parameter name): every parameter is generated whole,
 // and a tensor-parallel shard is then a slice of that whole tensor, so tp=1 and tp=N start from
-// the same model (../shared/DESIGN.md idea 4).
+// the same model (docs/architecture.md idea 4).
 #pragma once
 
 #include <cstdint>

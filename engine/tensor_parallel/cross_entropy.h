@@ -8,7 +8,7 @@
 //   3. Σ exp over the vocabulary (sum) — fused with Σ logits when label smoothing is on ([n, 2]).
 // Backward is local: softmax_slice − ((1−α)·onehot_slice + α/V) for the real vocabulary entries.
 // Label smoothing follows PyTorch (target distribution (1−α)·onehot + α/V) over the GLOBAL
-// vocabulary V (../shared/cases C3); ignore_index −100 rows give 0 loss and 0 gradient and are
+// vocabulary V (docs/known_cases.md C3); ignore_index −100 rows give 0 loss and 0 gradient and are
 // excluded from the mean (C4); vocabulary padding columns (global id >= V) are masked to −inf (C5).
 #pragma once
 

@@ -45,7 +45,7 @@ class ColumnParallelLinear {
   /// ShapeError when x's last dim != in, or (SP) s is not divisible by tp.
   Tensor forward(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
   /// dy shaped like forward's output → dx shaped like x; accumulates dweight and dbias.
-  /// A frozen weight (no dweight buffer) still returns dx (../shared/cases L1).
+  /// A frozen weight (no dweight buffer) still returns dx (docs/known_cases.md L1).
   Tensor backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) const;
   const Tensor& bias() const { return bias_; }
   const std::string& name() const { return name_; }

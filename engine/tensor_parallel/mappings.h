@@ -7,10 +7,10 @@
 //      conjugacy can be read off: f = identity ↔ all-reduce, g = all-reduce ↔ identity,
 //      SP gather = all-gather ↔ reduce-scatter, SP reduce-scatter = reduce-scatter ↔ all-gather;
 //   3. the public names (copy_to_tensor_model_parallel_region, …) as constant instances.
-// All collectives run on the tensor-parallel group passed in (never the world: ../shared/cases M5)
+// All collectives run on the tensor-parallel group passed in (never the world: docs/known_cases.md M5)
 // and are skipped when that group has one rank. First-dim ops act on [s, b, h] with s on dim 0, so
 // a shard [s/tp, b, h] is a contiguous view. Split helpers check divisibility before any
-// communication, on every rank ("s=3 is not divisible by tp=2"; ../shared/cases M4).
+// communication, on every rank ("s=3 is not divisible by tp=2"; docs/known_cases.md M4).
 //
 // Labs: lab01 owns mappings_tp.cpp (f, g, last-dim scatter/gather); lab03 owns mappings_sp.cpp
 // (the sequence-parallel pairs and the all-to-alls).
@@ -65,7 +65,7 @@ struct GatherFromModelParallelRegion {
 };
 /// Forward: keep this rank's sequence chunk [s/tp, b, h]; backward: all-gather dim 0, because the
 /// input was replicated and every rank needs the full gradient (Megatron
-/// _ScatterToSequenceParallelRegion; ../shared/cases M3).
+/// _ScatterToSequenceParallelRegion; docs/known_cases.md M3).
 struct ScatterToSequenceParallelRegion {
   Tensor forward(const Tensor& x, ProcessGroup& tp, const std::string& label) const;
   Tensor backward(const Tensor& dy, ProcessGroup& tp, const std::string& label) const;

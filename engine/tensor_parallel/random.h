@@ -8,7 +8,7 @@
 // named state forked again later resumes where it stopped, like torch.cuda's generator does.
 //
 // Which stream each region of a Megatron block draws from, against what this engine does
-// (../shared/DESIGN.md idea 4). "default" = the generator outside any fork, seeded with `seed` on
+// (docs/architecture.md idea 4). "default" = the generator outside any fork, seeded with `seed` on
 // every rank of a TP group; "model-parallel" = fork("model-parallel-rng"), seed + 2718 + tp_rank.
 //
 //   region (tensor on each rank)               | Megatron stream          | this engine's dropout key / init

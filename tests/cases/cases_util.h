@@ -1,4 +1,4 @@
-// Shared pieces of the known-case tests (../shared/cases/README.md): run a case as forked ranks,
+// Shared pieces of the known-case tests (docs/known_cases.md): run a case as forked ranks,
 // count recorded collectives, exact and toleranced comparisons, error checks, and cross-rank
 // identity checks. Assertions inside a rank throw (doctest macros do not work in forked ranks);
 // run_case turns the ranks' failures into one doctest CHECK in the parent.

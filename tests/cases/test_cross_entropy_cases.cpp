@@ -1,4 +1,4 @@
-// Known cases C1–C5 (../shared/cases/README.md): the dense ops::cross_entropy_* and the
+// Known cases C1–C5 (docs/known_cases.md): the dense ops::cross_entropy_* and the
 // vocab-parallel cross entropy of engine/tensor_parallel/cross_entropy.h.
 //
 // Label smoothing α is PyTorch's (torch.nn.CrossEntropyLoss): target distribution

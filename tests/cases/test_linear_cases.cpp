@@ -1,4 +1,4 @@
-// Known cases L1–L3 (../shared/cases/README.md): ColumnParallelLinear and RowParallelLinear of
+// Known cases L1–L3 (docs/known_cases.md): ColumnParallelLinear and RowParallelLinear of
 // engine/tensor_parallel/layers.h against dense closed forms computed in double in the test.
 //
 // Tolerance for L2/L3 (float32, u = 2^-24 ≈ 6e-8): every compared value is a dot product of

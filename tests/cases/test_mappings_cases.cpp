@@ -1,4 +1,4 @@
-// Known cases M1–M5 (../shared/cases/README.md): the f/g and sequence-parallel mappings of
+// Known cases M1–M5 (docs/known_cases.md): the f/g and sequence-parallel mappings of
 // engine/tensor_parallel/mappings.h, on real process groups. Every value here is a sum of small
 // integers or a copy, exact in float32, so results are compared with ==.
 #include "engine/model/gpt.h"

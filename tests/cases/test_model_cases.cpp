@@ -1,4 +1,4 @@
-// Known cases W1–W2 (../shared/cases/README.md): the whole ParallelGPT.
+// Known cases W1–W2 (docs/known_cases.md): the whole ParallelGPT.
 //
 // W1 tolerance (float32, u = 2^-24 ≈ 6e-8): the tp=2 run sums the same terms as tp=1 in another
 // order (GEMMs split over the hidden/ffn dim, partial sums all-reduced), a few u per op over ~20

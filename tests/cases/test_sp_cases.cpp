@@ -1,4 +1,4 @@
-// Known cases S1–S2 (../shared/cases/README.md): sequence parallelism's replicated parameters
+// Known cases S1–S2 (docs/known_cases.md): sequence parallelism's replicated parameters
 // (LayerNorm γ/β, row-parallel biases, position embeddings), whose gradients are partial per
 // token shard and must be SUMMED over TP, and dropout on sequence shards.
 //

@@ -1,4 +1,4 @@
-// lab02: Megatron's RNG tracker (engine/tensor_parallel/random.h) and case S2 (../shared/cases).
+// lab02: Megatron's RNG tracker (engine/tensor_parallel/random.h) and case S2 (docs/known_cases.md).
 // No communication is needed: each TP rank's tracker is built in this process by looping over tp_rank,
 // which is exactly what model_parallel_manual_seed does on that rank.
 #include <doctest/doctest.h>
