@@ -23,8 +23,8 @@ Usage:
                                      refuses to touch a skeleton that is not a pristine copy of the
                                      committed one (it may hold a learner's work)
 The lab plan (which engine file belongs to which lab, and where its skeleton lives) is
-cmake/labs.cmake; `make skeletons` rewrites the committed skeletons and `make release` writes a
-learner copy of the whole tree.
+cmake/labs.cmake; `--update-skeletons` rewrites the pristine skeletons after an engine change and
+`make release` writes a learner copy of the whole tree.
 """
 import difflib
 import re
@@ -98,10 +98,12 @@ def update_skeletons():
     import subprocess
     for lab, engine, skel in lab_files():
         if os.path.exists(skel):
-            head = subprocess.run(["git", "show", "HEAD:" + skel], capture_output=True, text=True)
+            # Only a pristine skeleton (the strip of the committed engine file) may be replaced:
+            # anything else may be a learner's work, committed or not.
+            head = subprocess.run(["git", "show", "HEAD:" + engine], capture_output=True, text=True)
             with open(skel) as f:
-                if head.returncode != 0 or f.read() != head.stdout:
-                    print(f"refusing to overwrite {skel}: it differs from the committed skeleton")
+                if head.returncode != 0 or f.read() != strip(head.stdout, engine):
+                    print(f"refusing to overwrite {skel}: it is not the pristine skeleton of {engine}")
                     continue
         os.makedirs(os.path.dirname(skel), exist_ok=True)
         with open(engine) as f:
