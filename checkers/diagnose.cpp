@@ -1,5 +1,7 @@
 #include "checkers/diagnose.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "checkers/scenario.h"
@@ -43,12 +45,59 @@ bool own_rows_only(const Tensor& got, const Tensor& want, int rank, int n, doubl
 /// sum − want is the same vector in every row of the last dim (a bias added once per rank).
 bool rows_differ_by_one_vector(const Tensor& sum, const Tensor& want, double rtol, double atol) {
   const int64_t h = want.size(-1), rows = want.numel() / h;
+  if (rows < 2) return false;  // one row always differs from itself by one vector
   for (int64_t r = 1; r < rows; ++r)
     for (int64_t j = 0; j < h; ++j) {
       const double d0 = double(sum.at(j)) - want.at(j), d = double(sum.at(r * h + j)) - want.at(r * h + j);
       if (std::fabs(d - d0) > 2 * atol + rtol * std::fabs(want.at(r * h + j))) return false;
     }
   return true;
+}
+
+/// The c minimising |got − c·want|² when want has at least 4 non-zero values, else 0.
+double fitted_scale(const Tensor& got, const Tensor& want) {
+  double gw = 0, ww = 0;
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    gw += double(got.at(i)) * want.at(i), ww += double(want.at(i)) * want.at(i);
+    nonzero += want.at(i) != 0.f;
+  }
+  return nonzero >= 4 && ww > 0 ? gw / ww : 0.0;
+}
+
+/// Every rank's tensor equals rank 0's.
+bool same_on_every_rank(const std::vector<Tensor>& all_got, double rtol, double atol) {
+  for (std::size_t k = 1; k < all_got.size(); ++k)
+    if (!all_close(all_got[k], all_got[0], rtol, atol)) return false;
+  return true;
+}
+
+/// For a whole tensor assembled from n equal pieces along dim 0 or the last dim: when every piece
+/// of got is one of want's pieces but some sit in the wrong place, "chunk 0 holds chunk 1, ..." and
+/// the dim; otherwise "".
+std::string misplaced_pieces(const Tensor& got, const Tensor& want, int n, double rtol, double atol) {
+  if (got.dim() == 0) return "";
+  for (const int d : {0, static_cast<int>(got.dim()) - 1}) {
+    if (got.size(d) % n != 0) continue;
+    std::string moves;
+    bool every_piece_found = true;
+    for (int k = 0; k < n && every_piece_found; ++k) {
+      const Tensor g = chunk(got, d, k, n);
+      if (all_close(g, chunk(want, d, k, n), rtol, atol)) continue;
+      int from = -1;
+      for (int j = 0; j < n && from < 0; ++j)
+        if (j != k && all_close(g, chunk(want, d, j, n), rtol, atol)) from = j;
+      if (from < 0) every_piece_found = false;
+      moves += (moves.empty() ? "" : ", ") + std::string("chunk ") + std::to_string(k) + " holds chunk " +
+               std::to_string(from);
+    }
+    if (every_piece_found && !moves.empty())
+      return "the " + std::to_string(n) + " pieces along dim " + std::to_string(d) +
+             " are right but in the wrong places (" + moves +
+             "): assemble them in rank order, rank k's piece at chunk k";
+    if (got.dim() == 1) break;
+  }
+  return "";
 }
 
 }  // namespace
@@ -75,7 +124,18 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
   if (n > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(n)), rtol, atol))
     return "÷tp: every value is tp=" + std::to_string(n) +
            " times too small — averaged where it must be summed";
+  if (const double c = fitted_scale(got, want);
+      c != 0.0 && std::fabs(c - 1.0) > 1e-3 &&
+      all_close(got, scaled(want, static_cast<float>(c)), rtol, atol))
+    return fmt::format(
+        "scaled: every value is {:.4g} times the expected one — one factor is wrong (a mean over the wrong "
+        "count, or a scale applied twice or never)",
+        c);
   if (n > 1 && split_dim == kReplicated) {
+    // Before the partial sum: zero-padded own rows also add up to the answer, and say more.
+    if (own_rows_only(got, want, rank, n, rtol, atol))
+      return "only this rank's own rows are filled and the rest is zero: the gradient of a replicated input "
+             "must be all-gathered, not zero-padded";
     Tensor sum(got.shape());
     bool same_shapes = true;
     for (const Tensor& g : all_got) {
@@ -91,12 +151,18 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
     if (same_shapes && got.dim() >= 2 && rows_differ_by_one_vector(sum, want, rtol, atol))
       return "one rank's partial sum: the ranks' results add up to the answer plus a bias counted on every "
              "rank, so the all-reduce that sums them is missing (g in forward, or f in backward)";
-    if (own_rows_only(got, want, rank, n, rtol, atol))
-      return "only this rank's own rows are filled and the rest is zero: the gradient of a replicated input "
-             "must "
-             "be all-gathered, not zero-padded";
+    if (std::string moved = misplaced_pieces(got, want, n, rtol, atol); !moved.empty()) return moved;
   }
   if (n > 1 && split_dim >= 0) {
+    if (same_on_every_rank(all_got, rtol, atol)) {
+      std::string which;
+      for (int k = 0; k < n && which.empty(); ++k)
+        if (all_close(got, chunk(whole, split_dim, k, n), rtol, atol))
+          which = " (chunk " + std::to_string(k) + " of dim " + std::to_string(split_dim) + ")";
+      return "every rank holds the same shard" + which +
+             ": nothing in it depends on the rank, but rank r must hold chunk r of dim " +
+             std::to_string(split_dim) + " — a per-rank offset is missing";
+    }
     for (int k = 0; k < n; ++k)
       if (k != rank && all_close(got, chunk(whole, split_dim, k, n), rtol, atol))
         return "rank " + std::to_string(rank) + " holds chunk " + std::to_string(k) + " of dim " +
