@@ -82,7 +82,8 @@ std::string shard_range(int split_dim, const Shape& whole, int rank, int tp) {
   if (split_dim == kReplicated) return "replicated";
   if (split_dim == kPartial) return "partial sum";
   const int64_t c = whole[static_cast<std::size_t>(split_dim)] / tp;
-  return fmt::format("dim {} rows [{}, {})", split_dim, rank * c, (rank + 1) * c);
+  return fmt::format("{} [{}, {}) of dim {}", split_dim == 0 ? "rows" : "indices", rank * c, (rank + 1) * c,
+                     split_dim);
 }
 
 }  // namespace
