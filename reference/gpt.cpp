@@ -34,25 +34,12 @@ std::vector<int64_t> targets_seq_first(const TokenBatch& t) {
 
 }  // namespace
 
-/// Activations one layer keeps for backward ([s, b, ·] each).
-struct GPT::LayerActs {
-  Tensor x_in;                     // residual stream entering the layer [s, b, h]
-  ops::LayerNormOut ln1;           // input_layernorm output and stats
-  Tensor qkv;                      // [s, b, 3h]
-  ops::AttentionOut attn;          // out [s, b, h], probs [b, heads, s, s]
-  Tensor x_mid;                    // residual after attention [s, b, h]
-  ops::LayerNormOut ln2;           // pre_mlp_layernorm
-  Tensor fc1;                      // pre-activation [s, b, ffn]
-  Tensor act;                      // GELU(fc1) [s, b, ffn]
-  ops::AttentionOptions attn_opt;  // heads, dropout key
-  ops::DropoutKey drop_attn, drop_mlp;
-};
-
 /// Everything the last forward kept.
 struct GPT::Acts {
   TokenBatch ids;
   std::vector<int64_t> targets;  // sequence-first flattening
   ops::DropoutKey drop_emb;
+  LayerSpec spec;
   std::vector<LayerActs> layers;
   Tensor x_final;  // input of the final LayerNorm [s, b, h]
   ops::LayerNormOut lnf;
@@ -96,33 +83,11 @@ float GPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t ite
   acts->drop_emb = {seed_, ops::dropout_stream("embedding", iteration), sbh, {}};
   x = ops::dropout_forward(x, c.dropout, acts->drop_emb);
 
-  for (int64_t i = 0; i < c.layers; ++i) {
-    const std::string p = layer_prefix(i);
-    LayerActs& L = acts->layers.emplace_back();
-    L.x_in = x;
-    L.ln1 = ops::layernorm_forward(x, params_.at(p + "input_layernorm.weight"),
-                                   params_.at(p + "input_layernorm.bias"), c.ln_eps);
-    L.qkv = ops::matmul_forward(L.ln1.y, params_.at(p + "self_attention.linear_qkv.weight"));
-    ops::bias_add_forward(L.qkv, params_.at(p + "self_attention.linear_qkv.bias"));
-    L.attn_opt.heads = c.heads;
-    L.attn_opt.dropout_p = c.dropout;
-    L.attn_opt.dropout_key = {seed_, ops::dropout_stream(p + "attention", iteration), {b, c.heads, s, s}, {}};
-    L.attn = ops::attention_forward(L.qkv, L.attn_opt);
-    Tensor proj = ops::matmul_forward(L.attn.out, params_.at(p + "self_attention.linear_proj.weight"));
-    ops::bias_add_forward(proj, params_.at(p + "self_attention.linear_proj.bias"));
-    L.drop_attn = {seed_, ops::dropout_stream(p + "hidden_attn", iteration), sbh, {}};
-    L.x_mid = ops::add(x, ops::dropout_forward(proj, c.dropout, L.drop_attn));
-
-    L.ln2 = ops::layernorm_forward(L.x_mid, params_.at(p + "pre_mlp_layernorm.weight"),
-                                   params_.at(p + "pre_mlp_layernorm.bias"), c.ln_eps);
-    L.fc1 = ops::matmul_forward(L.ln2.y, params_.at(p + "mlp.linear_fc1.weight"));
-    ops::bias_add_forward(L.fc1, params_.at(p + "mlp.linear_fc1.bias"));
-    L.act = ops::gelu_forward(L.fc1);
-    Tensor fc2 = ops::matmul_forward(L.act, params_.at(p + "mlp.linear_fc2.weight"));
-    ops::bias_add_forward(fc2, params_.at(p + "mlp.linear_fc2.bias"));
-    L.drop_mlp = {seed_, ops::dropout_stream(p + "hidden_mlp", iteration), sbh, {}};
-    x = ops::add(L.x_mid, ops::dropout_forward(fc2, c.dropout, L.drop_mlp));
-  }
+  const LayerSpec spec{h, c.heads, c.ln_eps, c.dropout, seed_, iteration};
+  acts->layers.resize(static_cast<std::size_t>(c.layers));
+  for (int64_t i = 0; i < c.layers; ++i)
+    x = layer_forward(x, params_, layer_prefix(i), spec, acts->layers[static_cast<std::size_t>(i)]);
+  acts->spec = spec;
 
   acts->x_final = x;
   acts->lnf = ops::layernorm_forward(x, params_.at("decoder.final_layernorm.weight"),
@@ -161,41 +126,8 @@ void GPT::backward() {
   acc("decoder.final_layernorm.bias", lnf_g.dbeta);
   Tensor dx = lnf_g.dx;
 
-  for (int64_t i = c.layers - 1; i >= 0; --i) {
-    const std::string p = layer_prefix(i);
-    const LayerActs& L = A.layers[static_cast<std::size_t>(i)];
-    // MLP block: x = x_mid + dropout(fc2(gelu(fc1(ln2(x_mid))))).
-    Tensor dfc2 = ops::dropout_backward(dx, c.dropout, L.drop_mlp);
-    acc(p + "mlp.linear_fc2.bias", ops::bias_add_backward(dfc2));
-    ops::MatmulGrads fc2_g = ops::matmul_backward(dfc2, L.act, params_.at(p + "mlp.linear_fc2.weight"));
-    acc(p + "mlp.linear_fc2.weight", fc2_g.dw);
-    Tensor dfc1 = ops::gelu_backward(fc2_g.dx, L.fc1);
-    acc(p + "mlp.linear_fc1.bias", ops::bias_add_backward(dfc1));
-    ops::MatmulGrads fc1_g = ops::matmul_backward(dfc1, L.ln2.y, params_.at(p + "mlp.linear_fc1.weight"));
-    acc(p + "mlp.linear_fc1.weight", fc1_g.dw);
-    ops::LayerNormGrads ln2_g = ops::layernorm_backward(
-        fc1_g.dx, L.x_mid, params_.at(p + "pre_mlp_layernorm.weight"), L.ln2.mean, L.ln2.rstd);
-    acc(p + "pre_mlp_layernorm.weight", ln2_g.dgamma);
-    acc(p + "pre_mlp_layernorm.bias", ln2_g.dbeta);
-    ops::add_(dx, ln2_g.dx);  // dx now holds d(x_mid)
-
-    // Attention block: x_mid = x_in + dropout(proj(attn(qkv(ln1(x_in))))).
-    Tensor dproj = ops::dropout_backward(dx, c.dropout, L.drop_attn);
-    acc(p + "self_attention.linear_proj.bias", ops::bias_add_backward(dproj));
-    ops::MatmulGrads proj_g =
-        ops::matmul_backward(dproj, L.attn.out, params_.at(p + "self_attention.linear_proj.weight"));
-    acc(p + "self_attention.linear_proj.weight", proj_g.dw);
-    Tensor dqkv = ops::attention_backward(proj_g.dx, L.qkv, L.attn.probs, L.attn_opt);
-    acc(p + "self_attention.linear_qkv.bias", ops::bias_add_backward(dqkv));
-    ops::MatmulGrads qkv_g =
-        ops::matmul_backward(dqkv, L.ln1.y, params_.at(p + "self_attention.linear_qkv.weight"));
-    acc(p + "self_attention.linear_qkv.weight", qkv_g.dw);
-    ops::LayerNormGrads ln1_g = ops::layernorm_backward(
-        qkv_g.dx, L.x_in, params_.at(p + "input_layernorm.weight"), L.ln1.mean, L.ln1.rstd);
-    acc(p + "input_layernorm.weight", ln1_g.dgamma);
-    acc(p + "input_layernorm.bias", ln1_g.dbeta);
-    ops::add_(dx, ln1_g.dx);  // dx now holds d(x_in)
-  }
+  for (int64_t i = c.layers - 1; i >= 0; --i)
+    dx = layer_backward(dx, params_, layer_prefix(i), A.spec, A.layers[static_cast<std::size_t>(i)], grads_);
 
   Tensor demb = ops::dropout_backward(dx, c.dropout, A.drop_emb);
   acc("embedding.position_embeddings.weight", ops::position_embedding_backward(demb, c.seq));
@@ -210,11 +142,7 @@ void GPT::step(const ops::AdamWConfig& opt) {
 std::size_t GPT::activation_bytes() const {
   if (!acts_) return 0;
   std::size_t n = 0;
-  for (const LayerActs& L : acts_->layers) {
-    for (const Tensor* t : {&L.x_in, &L.ln1.y, &L.ln1.mean, &L.ln1.rstd, &L.qkv, &L.attn.out, &L.attn.probs,
-                            &L.x_mid, &L.ln2.y, &L.ln2.mean, &L.ln2.rstd, &L.fc1, &L.act})
-      n += t->nbytes();
-  }
+  for (const LayerActs& L : acts_->layers) n += L.bytes();
   return n + acts_->x_final.nbytes() + acts_->lnf.y.nbytes() + acts_->logits.nbytes();
 }
 

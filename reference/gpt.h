@@ -41,13 +41,11 @@
 #include "engine/ops/ops.h"
 #include "engine/tensor.h"
 #include "engine/tokens.h"
+#include "reference/transformer_layer.h"
 
 namespace tpsp::reference {
 
 using tpsp::gpt_parameter_shapes;
-
-/// Named parameters (or gradients), ordered by name.
-using ParamMap = std::map<std::string, Tensor>;
 
 /// The reference model: parameters, gradients, AdamW state and the activations of the last forward.
 class GPT {
@@ -77,7 +75,6 @@ class GPT {
   std::size_t activation_bytes() const;
 
  private:
-  struct LayerActs;
   struct Acts;
   GPTConfig cfg_;
   uint64_t seed_;
