@@ -4,15 +4,20 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all build build-asan test test-plain test-asan demo labs lab00 lab01 lab02 lab03 release format clean
+.PHONY: all deps build build-asan test test-plain test-asan demo labs lab00 lab01 lab02 lab03 release format clean
 
 all: build
 
-build:
+## make deps: install the missing Debian packages (silent when all are there; TPSP_SKIP_DEPS=1 skips it).
+## Every target that runs cmake depends on it, so one make call checks once.
+deps:
+	@tools/install_deps.sh
+
+build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
-build-asan:
+build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPSP_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 
@@ -26,13 +31,13 @@ test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 ## make demo: build, then train the TP+SP GPT and the single-process reference on Genesis and compare.
-demo:
+demo: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run -- --no-print-directory
 	$(BUILD)/bin/tpsp-demo $(DEMO_ARGS)
 
 ## make labNN: build your code for lab NN (labs/labNN_*/) into the checker; then run ./check labNN.
-lab00 lab01 lab02 lab03:
+lab00 lab01 lab02 lab03: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target $@ -- --no-print-directory
 
