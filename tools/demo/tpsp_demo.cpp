@@ -69,7 +69,6 @@ std::string generate(reference::GPT& ref, const std::string& prompt, int n, uint
 int main(int argc, char** argv) {
   CLI::App app{"tpsp-demo: train the TP+SP GPT and the single-process reference on real text and compare"};
   train::TrainOptions o;
-  o.text = std::string(TPSP_SOURCE_DIR) + "/data/genesis_kjv.txt";
   std::string out_dir = "out/demo";
   train::add_train_options(app, o);
   app.add_option("--out", out_dir, "directory for the report, the plot and the trace");

@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "tools/train/paths.h"
+
 namespace tpsp::train {
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
   o.gpt.vocab = 256;
+  if (o.text.empty()) o.text = default_text_path();
   app.add_option("--tp", o.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
   app.add_option("--dp", o.dp, "data-parallel size")->check(CLI::PositiveNumber);
   app.add_flag("--sp,!--no-sp", o.sequence_parallel, "sequence parallelism on/off");
@@ -13,7 +16,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed of parameters, data and dropout");
   app.add_option("--dropout", o.gpt.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
   app.add_option("--link", o.link, "emulated link: nvlink, pcie, ib or a bandwidth such as 2GB/s");
-  app.add_option("--text", o.text, "training text (bytes)")->check(CLI::ExistingFile);
+  app.add_option("--text", o.text, "training text (bytes)")->check(CLI::ExistingFile)->capture_default_str();
   app.add_option("--batch", o.batch, "global batch size b")->check(CLI::PositiveNumber);
   app.add_option("--seq", o.gpt.seq, "sequence length s")->check(CLI::PositiveNumber);
   app.add_option("--hidden", o.gpt.hidden, "hidden size h")->check(CLI::PositiveNumber);

@@ -16,7 +16,7 @@ struct TrainOptions {
   int64_t batch = 8;  ///< global batch b (split over dp)
   int64_t steps = 100;
   uint64_t seed = 1234;
-  std::string text;  ///< corpus path
+  std::string text;  ///< corpus path (add_train_options fills in default_text_path() when empty)
   int tp = 2;
   int dp = 1;
   bool sequence_parallel = true;
@@ -25,7 +25,8 @@ struct TrainOptions {
 };
 
 /// Registers --tp --sp/--no-sp --dp --steps --seed --dropout --link --text --batch --seq --hidden
-/// --heads --layers --lr on `app`, writing into `o`.
+/// --heads --layers --lr on `app`, writing into `o`; an empty `o.text` becomes default_text_path()
+/// (data/genesis_kjv.txt).
 void add_train_options(CLI::App& app, TrainOptions& o);
 
 /// The command-line flags that reproduce `o` (for handing a run to tpsp-train).
