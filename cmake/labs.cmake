@@ -1,6 +1,10 @@
 # The lab plan: which engine translation units each lab owns, and where the learner's copies live.
 # A lab's learner build links the learner's files in place of the engine's; every other lab's code
 # comes from the engine (docs/architecture.md idea 1). tools/strip_solutions.py makes the skeletons.
+#
+# In a learner copy (`make release`: a RELEASE file at the top, no lab-owned engine files) there is
+# no solution to fall back on: every lab's code comes from the learner's files under labs/, so
+# TPSP_LAB_<lab>_SOURCES (what is compiled for a lab file) points there.
 set(TPSP_LABS lab00 lab01 lab02 lab03)
 set(TPSP_LAB_lab00_DIR labs/lab00_collectives)
 set(TPSP_LAB_lab00_FILES engine/comm/ring_collectives.cpp)
@@ -12,16 +16,33 @@ set(TPSP_LAB_lab02_FILES engine/tensor_parallel/vocab_embedding.cpp engine/tenso
 set(TPSP_LAB_lab03_DIR labs/lab03_sequence_parallel)
 set(TPSP_LAB_lab03_FILES engine/tensor_parallel/mappings_sp.cpp engine/model/finalize_grads.cpp)
 
-# Keep only files that exist (a lab whose engine part is not written yet owns nothing).
+if(EXISTS ${CMAKE_SOURCE_DIR}/RELEASE)
+  set(TPSP_LEARNER_COPY TRUE)
+else()
+  set(TPSP_LEARNER_COPY FALSE)
+endif()
+
+# Keep only files that exist (a lab whose engine part is not written yet owns nothing); record the
+# source compiled for each (the engine's file, or in a learner copy the learner's).
 foreach(lab ${TPSP_LABS})
   set(existing "")
+  set(sources "")
   foreach(f ${TPSP_LAB_${lab}_FILES})
-    if(EXISTS ${CMAKE_SOURCE_DIR}/${f})
+    get_filename_component(base ${f} NAME)
+    if(TPSP_LEARNER_COPY)
+      set(src ${CMAKE_SOURCE_DIR}/${TPSP_LAB_${lab}_DIR}/${base})
+    else()
+      set(src ${CMAKE_SOURCE_DIR}/${f})
+    endif()
+    if(EXISTS ${src})
       list(APPEND existing ${f})
+      list(APPEND sources ${src})
     endif()
   endforeach()
   set(TPSP_LAB_${lab}_FILES ${existing})
+  set(TPSP_LAB_${lab}_SOURCES ${sources})
   list(APPEND TPSP_ALL_LAB_FILES ${existing})
+  list(APPEND TPSP_ALL_LAB_SOURCES ${sources})
 endforeach()
 
 # tpsp_engine_variant(<target> <lab> <sources...>): a static engine in which <lab>'s files with the

@@ -29,36 +29,6 @@ struct ParallelGPT::Saved {
   int64_t real_seq = 0;  // s before padding (pad_sequence)
 };
 
-std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sp) {
-  const int64_t padded = (cfg.vocab + tp - 1) / tp * tp;
-  std::map<std::string, ShardSpec> specs;
-  for (auto [name, shape] : gpt_parameter_shapes(cfg)) {
-    ShardSpec s{shape, -1, false};
-    auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
-    if (ends("word_embeddings.weight") || ends("output_layer.weight")) {
-      s.global_shape[0] = padded;
-      s.split_dim = 0;
-    } else if (ends("linear_qkv.weight") || ends("linear_qkv.bias") || ends("linear_fc1.weight") ||
-               ends("linear_fc1.bias")) {
-      s.split_dim = 0;  // column-parallel: output features
-    } else if (ends("linear_proj.weight") || ends("linear_fc2.weight")) {
-      s.split_dim = 1;  // row-parallel: input features
-    } else {
-      // Replicated: LayerNorms, row-parallel biases, position embeddings. Under SP each rank sees only
-      // its tokens, so their gradients are partial sums over the sequence.
-      s.sequence_parallel = sp;
-    }
-    specs[name] = s;
-  }
-  return specs;
-}
-
-Tensor shard_of(const Tensor& whole, const ShardSpec& spec, int rank, int tp) {
-  if (spec.split_dim < 0) return whole.clone();
-  const int64_t chunk = whole.size(spec.split_dim) / tp;
-  return whole.narrow_copy(spec.split_dim, rank * chunk, chunk);
-}
-
 ParallelGPT::ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps, ParallelOptions opt)
     : cfg_(cfg), seed_(seed), ps_(ps), opt_(opt) {
   cfg_.validate();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/model/config.h"
+#include "engine/model/sharding.h"
 #include "engine/model/transformer_layer.h"
 #include "engine/parallel_state.h"
 #include "engine/tensor_parallel/cross_entropy.h"
@@ -23,13 +24,6 @@
 #include "engine/tokens.h"
 
 namespace tpsp::model {
-
-/// How a parameter is laid out over the TP group.
-struct ShardSpec {
-  Shape global_shape;              ///< whole parameter (vocabulary padded to a multiple of tp)
-  int split_dim = -1;              ///< -1: replicated; 0 or 1: split evenly along that dim, rank order
-  bool sequence_parallel = false;  ///< replicated, but its gradient is partial under SP (summed over TP)
-};
 
 /// Switches of the parallel model.
 struct ParallelOptions {
@@ -96,11 +90,5 @@ class ParallelGPT {
   Tensor padding_mask_;  // [b, s_padded] during a padded forward
   int64_t real_seq_ = 0;
 };
-
-/// Whole-parameter layout for a config at a TP size (names as gpt_parameter_shapes).
-std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sequence_parallel);
-
-/// The local slice of a whole tensor for TP rank `rank` of `tp` under `spec`.
-Tensor shard_of(const Tensor& whole, const ShardSpec& spec, int rank, int tp);
 
 }  // namespace tpsp::model

@@ -18,14 +18,18 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
   // (max) the row maxima, all-reduce (sum) the target logit (only the owning rank contributes) and
   // Σ exp over the global vocabulary; padded columns (global id >= V) do not count. Label smoothing
   // uses the GLOBAL vocabulary. ignore_index rows: loss 0, excluded from the mean. Fill `saved`.
+  // Refuse (ShapeError, before any collective) a target outside [0, V) other than -100, and logits
+  // whose last dim is not this rank's share ceil(V/tp) of the padded vocabulary.
   // BEGIN SOLUTION
   TPSP_CHECK(logits.dim() == 2, "vocab-parallel CE: logits must be [n, V_local], got ",
              shape_str(logits.shape()));
   const int64_t n = logits.size(0), vl = logits.size(1), start = tp.rank() * vl;
   TPSP_CHECK(static_cast<int64_t>(targets.size()) == n, "vocab-parallel CE: ", targets.size(),
              " targets for ", n, " logit rows");
-  TPSP_CHECK(vl * tp.size() >= vocab, "vocab-parallel CE: V_local=", vl, " × tp=", tp.size(),
-             " does not cover the vocabulary V=", vocab);
+  const int64_t share = (vocab + tp.size() - 1) / tp.size();  // columns per rank of the padded vocabulary
+  TPSP_CHECK(vl == share, "vocab-parallel CE: logits have ", vl, " columns, but each of the tp=", tp.size(),
+             " ranks holds ceil(V/tp)=", share, " columns of the padded vocabulary V=", vocab,
+             " (already-gathered logits? pass this rank's slice)");
   int64_t n_valid = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = targets[static_cast<std::size_t>(i)];

@@ -18,7 +18,9 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
   // (max) the row maxima, all-reduce (sum) the target logit (only the owning rank contributes) and
   // Σ exp over the global vocabulary; padded columns (global id >= V) do not count. Label smoothing
   // uses the GLOBAL vocabulary. ignore_index rows: loss 0, excluded from the mean. Fill `saved`.
-  TPSP_LAB_TODO("lab02 vocab_parallel_cross_entropy forward: never gather the [n, V] logits. All-reduce (max) the row maxima, all-reduce (sum) the target logit (only the owning rank contributes) and Σ exp over the global vocabulary; padded columns (global id >= V) do not count. Label smoothing uses the GLOBAL vocabulary. ignore_index rows: loss 0, excluded from the mean. Fill `saved`");
+  // Refuse (ShapeError, before any collective) a target outside [0, V) other than -100, and logits
+  // whose last dim is not this rank's share ceil(V/tp) of the padded vocabulary.
+  TPSP_LAB_TODO("lab02 vocab_parallel_cross_entropy forward: never gather the [n, V] logits. All-reduce (max) the row maxima, all-reduce (sum) the target logit (only the owning rank contributes) and Σ exp over the global vocabulary; padded columns (global id >= V) do not count. Label smoothing uses the GLOBAL vocabulary. ignore_index rows: loss 0, excluded from the mean. Fill `saved`. Refuse (ShapeError, before any collective) a target outside [0, V) other than -100, and logits whose last dim is not this rank's share ceil(V/tp) of the padded vocabulary");
 }
 
 Tensor vocab_parallel_cross_entropy_backward(const VocabParallelCESaved& saved, float dloss,

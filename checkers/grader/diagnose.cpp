@@ -1,10 +1,10 @@
-#include "checkers/diagnose.h"
+#include "checkers/grader/diagnose.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "checkers/scenario.h"
+#include "checkers/inputs.h"
 #include "engine/ops/elementwise.h"
 
 namespace tpsp::checkers {
@@ -103,20 +103,28 @@ std::string misplaced_pieces(const Tensor& got, const Tensor& want, int n, doubl
 }  // namespace
 
 std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
-                     const std::vector<Tensor>& all_got, int rank, int split_dim, double rtol, double atol) {
+                     const std::vector<Tensor>& all_got, int rank, const Diagnosis& dg) {
   const int n = static_cast<int>(all_got.size());
+  const double rtol = dg.rtol, atol = dg.atol;
+  const int split_dim = dg.placement.is_shard() ? dg.placement.dim : -1;
   if (got.shape() != want.shape()) {
-    if (got.shape() == whole.shape() && split_dim >= 0)
+    if (got.shape() == whole.shape() && dg.placement.is_shard())
       return "this rank returned the whole tensor " + shape_str(got.shape()) +
              " where it should hold only its shard " + shape_str(want.shape()) + " (chunk " +
              std::to_string(rank) + " of dim " + std::to_string(split_dim) + ")";
-    if (split_dim == kReplicated && got.dim() >= 1 && want.dim() >= 1 && got.size(0) * n == want.size(0))
+    if (dg.placement.is_replicate() && got.dim() >= 1 && want.dim() >= 1 && got.size(0) * n == want.size(0))
       return "this rank holds " + shape_str(got.shape()) +
              ", 1/tp of the rows: the gather along the sequence is missing";
     return "shape " + shape_str(got.shape()) + " where " + shape_str(want.shape()) + " is expected";
   }
   if (all_zero(got) && !all_zero(want))
     return "all zeros: the result never reached the returned tensor (a stale or unwritten buffer?)";
+  if (dg.passes > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(dg.passes)), rtol, atol))
+    return fmt::format(
+        "values are 1/{} of the expected ones, the result of ONE backward pass where {} ran: a gradient must "
+        "be "
+        "accumulated (+=) into its buffer, not assigned — the last pass overwrote the earlier ones",
+        dg.passes, dg.passes);
   if (n > 1 && all_close(got, scaled(want, static_cast<float>(n)), rtol, atol))
     return "×tp: every value is tp=" + std::to_string(n) +
            " times too large — the same sum was taken twice (an all-reduce in both directions, or in both f "
@@ -131,7 +139,13 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
         "scaled: every value is {:.4g} times the expected one — one factor is wrong (a mean over the wrong "
         "count, or a scale applied twice or never)",
         c);
-  if (n > 1 && split_dim == kReplicated) {
+  if (got.dim() >= 2 && !all_close(got, want, rtol, atol) && rows_differ_by_one_vector(got, want, rtol, atol))
+    return "every row is off by the same vector: a bias counted the wrong number of times (a row-parallel "
+           "bias "
+           "added to each rank's partial sum before the reduction is counted tp times, an error of (tp−1)·b; "
+           "a "
+           "bias added although skip_bias_add is set, or never added, is off by b)";
+  if (n > 1 && dg.placement.is_replicate()) {
     // Before the partial sum: zero-padded own rows also add up to the answer, and say more.
     if (own_rows_only(got, want, rank, n, rtol, atol))
       return "only this rank's own rows are filled and the rest is zero: the gradient of a replicated input "
@@ -153,7 +167,7 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
              "rank, so the all-reduce that sums them is missing (g in forward, or f in backward)";
     if (std::string moved = misplaced_pieces(got, want, n, rtol, atol); !moved.empty()) return moved;
   }
-  if (n > 1 && split_dim >= 0) {
+  if (n > 1 && dg.placement.is_shard()) {
     if (same_on_every_rank(all_got, rtol, atol)) {
       std::string which;
       for (int k = 0; k < n && which.empty(); ++k)

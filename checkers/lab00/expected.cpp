@@ -1,8 +1,8 @@
-// lab00 scenarios: ring reduce-scatter, all-gather and all-reduce on send/recv, on integer inputs
-// (exact in any summation order). The pattern shows the lesson: a ring all-reduce is n−1 sends
-// of reduce-scatter plus n−1 sends of all-gather, each of S/n bytes — 2(n−1)/n·S per rank.
+// lab00 in the grader: closed forms (sums of the ranks' integer inputs) and the ring's calls.
+// The pattern shows the lesson: a ring all-reduce is n−1 sends of reduce-scatter plus n−1 sends
+// of all-gather, each of S/n bytes — 2(n−1)/n·S per rank.
+#include "checkers/lab00/lab00.h"
 #include "checkers/scenario.h"
-#include "engine/comm/ring_collectives.h"
 #include "engine/ops/elementwise.h"
 
 namespace tpsp::checkers {
@@ -10,11 +10,7 @@ namespace tpsp::checkers {
 namespace {
 
 using comm::OpKind;
-constexpr int64_t R = 12, C = 10;  // rows divisible by 1, 2, 3, 4
-
-Tensor rank_tensor(uint64_t seed, int r) {
-  return input_tensor({R, C}, seed, "ring.rank" + std::to_string(r), 1, true);
-}
+using namespace lab00;
 
 Tensor sum_over_ranks(uint64_t seed, int tp) {
   Tensor s({R, C});
@@ -33,26 +29,6 @@ std::vector<ExpectedCall> ring_phase(int tp, const char* what) {
   return calls;
 }
 
-Outputs run_reduce_scatter(RunContext& ctx) {
-  ctx.begin_phase("reduce_scatter");
-  return {
-      {"out", {comm::ring_reduce_scatter(*ctx.tp, rank_tensor(ctx.seed, ctx.rank()), "check.ring_rs"), 0}}};
-}
-
-Outputs run_all_gather(RunContext& ctx) {
-  const Tensor whole = input_tensor({R, C}, ctx.seed, "ring.gather", 1, true);
-  ctx.begin_phase("all_gather");
-  return {
-      {"out", {comm::ring_all_gather(*ctx.tp, chunk(whole, 0, ctx.rank(), ctx.size()), "check.ring_ag")}}};
-}
-
-Outputs run_all_reduce(RunContext& ctx) {
-  Tensor t = rank_tensor(ctx.seed, ctx.rank());
-  ctx.begin_phase("all_reduce");
-  comm::ring_all_reduce(*ctx.tp, t, "check.ring_ar");
-  return {{"out", {t}}};
-}
-
 }  // namespace
 
 void register_lab00(std::vector<Scenario>& out) {
@@ -60,41 +36,38 @@ void register_lab00(std::vector<Scenario>& out) {
       {.lab = "lab00",
        .name = "ring_reduce_scatter",
        .summary = "ring reduce-scatter on send/recv: rank r keeps the sum of chunk r",
-       .run = run_reduce_scatter,
+       .expected =
+           [](uint64_t seed, int tp, bool) {
+             return ExpectedOutputs{{"out", {sum_over_ranks(seed, tp), Placement::Shard(0)}}};
+           },
        .pattern =
            [](int tp, bool) {
              return tp == 1 ? Pattern{} : Pattern{{"reduce_scatter", ring_phase(tp, "reduce-scatter")}};
-           },
-       .expected =
-           [](uint64_t seed, int tp, bool) {
-             return Outputs{{"out", {sum_over_ranks(seed, tp), 0}}};
            }});
   out.push_back({.lab = "lab00",
                  .name = "ring_all_gather",
                  .summary = "ring all-gather on send/recv: every rank gets all chunks in rank order",
-                 .run = run_all_gather,
+                 .expected =
+                     [](uint64_t seed, int, bool) {
+                       return ExpectedOutputs{{"out", {gather_whole(seed)}}};
+                     },
                  .pattern =
                      [](int tp, bool) {
                        return tp == 1 ? Pattern{} : Pattern{{"all_gather", ring_phase(tp, "all-gather")}};
-                     },
-                 .expected =
-                     [](uint64_t seed, int, bool) {
-                       return Outputs{{"out", {input_tensor({R, C}, seed, "ring.gather", 1, true)}}};
                      }});
   out.push_back({.lab = "lab00",
                  .name = "ring_all_reduce",
                  .summary = "ring all-reduce = reduce-scatter + all-gather, 2(n−1)/n·S bytes per rank",
-                 .run = run_all_reduce,
+                 .expected =
+                     [](uint64_t seed, int tp, bool) {
+                       return ExpectedOutputs{{"out", {sum_over_ranks(seed, tp)}}};
+                     },
                  .pattern =
                      [](int tp, bool) {
                        if (tp == 1) return Pattern{};
                        std::vector<ExpectedCall> calls = ring_phase(tp, "reduce-scatter phase");
                        for (const ExpectedCall& c : ring_phase(tp, "all-gather phase")) calls.push_back(c);
                        return Pattern{{"all_reduce", calls}};
-                     },
-                 .expected =
-                     [](uint64_t seed, int tp, bool) {
-                       return Outputs{{"out", {sum_over_ranks(seed, tp)}}};
                      }});
 }
 

@@ -1,17 +1,19 @@
-// tpsp-lab-ranks[-labNN]: runs one checker scenario on one rank and dumps what it produced.
-// Started by tpsp-check through the launcher; links the learner's files for labNN (or the engine's
-// own solution for tpsp-lab-ranks). It writes, under DIR/rank<r>/:
+// tpsp-lab-ranks[-labNN]: runs one checker scenario on one rank and dumps what it produced. Started
+// by ./check (tpsp-check) through the launcher; links the learner's files (or, for tpsp-lab-ranks,
+// the engine's own solution). World = dp × tp ranks (--tp; TP ranks contiguous). Under DIR/rank<w>/:
 //   <output>.npy   every output tensor of the scenario (this rank's local tensor)
-//   result.json    {"status": "ok" | "todo" | "error", "message", "outputs": {name: split_dim},
+//   result.json    {"status": "ok" | "todo" | "error", "message",
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label}, ...]}
-// and exits 0 (ok), 3 (a TODO is not implemented yet) or 1 (an error).
+// and exits 0 (ok), 3 (a TODO is not implemented yet) or 1 (an error). Stopped by SIGTERM (the
+// launcher's budget), it prints where its main thread was before it exits.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "checkers/scenario.h"
+#include "checkers/rank/where.h"
+#include "checkers/run_context.h"
 #include "engine/comm/env.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
@@ -30,26 +32,40 @@ json call_json(const comm::CommRecord& r, const std::string& phase) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  checkers::report_where_on_sigterm();  // before any thread starts
   CLI::App app{"tpsp-lab-ranks: one rank of a checker scenario (started by ./check through tpsp-run)"};
   std::string id, out_dir;
-  bool sp = false;
+  bool sp = false, list = false;
+  int tp_size = 0;
   uint64_t seed = 0;
-  app.add_option("--scenario", id, "labNN/name")->required();
+  app.add_option("--scenario", id, "labNN/name");
+  app.add_option("--tp", tp_size, "tensor-parallel size (default: the world size)");
   app.add_option("--sp", sp, "sequence parallelism (0 or 1)");
-  app.add_option("--seed", seed, "seed of the inputs")->required();
-  app.add_option("--out", out_dir, "dump directory")->required();
+  app.add_option("--seed", seed, "seed of the inputs");
+  app.add_option("--out", out_dir, "dump directory");
+  app.add_flag("--list", list, "print the scenario ids this program can run, then exit");
   CLI11_PARSE(app, argc, argv);
+  if (list) {
+    for (const auto& [name, run] : checkers::all_runs()) std::printf("%s\n", name.c_str());
+    return 0;
+  }
+  if (id.empty() || out_dir.empty()) {
+    std::fprintf(stderr, "tpsp-lab-ranks: --scenario and --out are required\n");
+    return 2;
+  }
 
-  json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}, {"outputs", json::object()}};
+  json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}};
   int rank = 0, code = 0;
   std::string dir;
   try {
     auto world = comm::init_from_env();
     rank = world->rank();
+    checkers::set_where_rank(rank);
     dir = out_dir + "/rank" + std::to_string(rank);
     std::filesystem::create_directories(dir);
-    ParallelState ps(world, world->size());
-    const checkers::Scenario& sc = checkers::find_scenario(id);
+    ParallelState ps(world, tp_size > 0 ? tp_size : world->size());
+    const auto it = checkers::all_runs().find(id);
+    if (it == checkers::all_runs().end()) throw std::invalid_argument("unknown scenario '" + id + "'");
     checkers::RunContext ctx;
     ctx.tp = &ps.tp();
     ctx.ps = &ps;
@@ -66,18 +82,15 @@ int main(int argc, char** argv) {
       flush();
       phase = next;
     };
-    checkers::Outputs outputs;
+    checkers::RankOutputs outputs;
     try {
-      outputs = sc.run(ctx);
+      outputs = it->second(ctx);
     } catch (...) {
       flush();
       throw;
     }
     flush();
-    for (const auto& [name, o] : outputs) {
-      io::save_npy(dir + "/" + name + ".npy", o.local);
-      result["outputs"][name] = o.split_dim;
-    }
+    for (const auto& [name, t] : outputs) io::save_npy(dir + "/" + name + ".npy", t);
   } catch (const NotImplemented& e) {
     result["status"] = "todo";
     result["message"] = e.what();

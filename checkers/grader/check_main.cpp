@@ -1,0 +1,256 @@
+// tpsp-check (run as ./check): runs each scenario of a lab at several TP sizes, SP off and on, and in
+// a dp=2 × tp=2 world, as processes through the launcher, and grades the ranks' dumps against the
+// single-process answer from reference/ in this process, which links no learner code and no
+// lab-owned engine code. The last line is "N passed, N failed"; the exit status is 0 when every run
+// passed, 1 otherwise, 2 for a usage error.
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "checkers/grader/grade.h"
+#include "checkers/grader/report.h"
+#include "checkers/scenario.h"
+#include "engine/io/npy.h"
+
+namespace fs = std::filesystem;
+using namespace tpsp::checkers;
+using nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> labs;
+  bool all = false, solution = false, verbose = false, list = false, no_dp = false;
+  std::string only, json_path, binary, seed_text, backend = "gloo";
+  std::vector<int> tps;
+  double timeout = 0;  // 0: each scenario's own budget
+  uint64_t seed = 0;
+};
+
+constexpr int kUsage = 2;
+
+/// Strict decimal parse of a seed in [0, 2^64): no sign, no clamping.
+bool parse_seed(const std::string& s, uint64_t& out) {
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+/// Parses the command line; returns -1 to go on, or an exit code (0 after --help, 2 on bad usage).
+int parse(int argc, char** argv, Options& o) {
+  CLI::App app{
+      "./check: grade a lab against the single-process reference.\n"
+      "  ./check lab01              your code for lab01 (./check rebuilds it first)\n"
+      "  ./check lab01 --solution   the engine's own solution (self-test; not in a learner copy)\n"
+      "  ./check --all [--solution] every lab"};
+  app.add_option("labs", o.labs, "labs to check, e.g. lab01");
+  app.add_flag("--all", o.all, "every lab");
+  app.add_flag("--solution", o.solution, "check the engine's own solution instead of your code");
+  app.add_option("--only", o.only, "run only the scenario with this name (e.g. column_linear)");
+  app.add_option("--tp", o.tps, "TP sizes to run (default: each scenario's own, typically 1,2,3,4)")
+      ->delimiter(',');
+  app.add_flag("--no-dp", o.no_dp, "skip the dp=2 × tp=2 run of each scenario");
+  app.add_option("--seed", o.seed_text, "seed of the inputs, 0 .. 2^64−1 (default: drawn now, and printed)");
+  app.add_option("--json", o.json_path, "also write the results as JSON");
+  app.add_flag("--verbose,-v", o.verbose, "print every run, passed or not, and keep its dumps");
+  app.add_option("--binary", o.binary,
+                 "rank program to check (default: tpsp-lab-ranks-<lab>, or tpsp-lab-ranks)");
+  app.add_option("--timeout", o.timeout,
+                 "seconds one run may take (default: each scenario's budget, 10–20 s)")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--backend", o.backend, "communication backend (gloo; nccl needs a GPU build)");
+  app.add_flag("--list", o.list, "list the labs and their scenarios, then exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUsage;
+  }
+  for (int tp : o.tps)
+    if (tp < 1 || tp > 4) {
+      std::fprintf(stderr,
+                   "./check: --tp %d is outside 1..4 (the scenarios' sizes are divisible by 1, 2, 3 and 4)\n",
+                   tp);
+      return kUsage;
+    }
+  if (o.backend != "gloo") {
+    std::fprintf(stderr, "./check: backend '%s' is not available in this build (only gloo)\n",
+                 o.backend.c_str());
+    return kUsage;
+  }
+  if (!o.seed_text.empty() && !parse_seed(o.seed_text, o.seed)) {
+    std::fprintf(stderr, "./check: --seed '%s' is not an integer in 0 .. 18446744073709551615\n",
+                 o.seed_text.c_str());
+    return kUsage;
+  }
+  if (o.seed_text.empty()) o.seed = std::random_device{}() % 1000000;
+#ifdef TPSP_LEARNER_COPY
+  if (o.solution) {
+    std::fprintf(
+        stderr,
+        "./check: --solution needs the engine's solutions, which this learner copy does not hold (make "
+        "release stripped them); an instructor runs it in the full repository\n");
+    return kUsage;
+  }
+#endif
+  return -1;
+}
+
+/// Runs `cmd` with output to `log_path`; returns its exit status (128+signal for a signal).
+int run_logged(const std::string& cmd, const std::string& log_path) {
+  const int st = std::system((cmd + " >'" + log_path + "' 2>&1").c_str());
+  if (st == -1) return 127;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// The layouts a scenario runs in: each selected tp, then dp=2 × tp=2.
+std::vector<Layout> layouts(const Scenario& sc, const Options& o) {
+  std::vector<Layout> out;
+  auto selected = [&](int tp) {
+    return o.tps.empty() || std::find(o.tps.begin(), o.tps.end(), tp) != o.tps.end();
+  };
+  for (int tp : sc.tp_sizes)
+    if (selected(tp)) out.push_back({tp, 1});
+  if (sc.dp_layout && !o.no_dp && selected(2)) out.push_back({2, 2});
+  return out;
+}
+
+/// The SP settings a scenario runs with in `layout` (the dp layout: the most demanding one only).
+std::vector<bool> sp_settings(const Scenario& sc, const Layout& l) {
+  if (sc.sp_only) return {true};
+  if (!sc.sp_variants) return {false};
+  return l.dp > 1 ? std::vector<bool>{true} : std::vector<bool>{false, true};
+}
+
+/// Expected whole tensors, computed once per (scenario, tp, sp) and reused by every run and dump.
+class ExpectedCache {
+ public:
+  ExpectedCache(uint64_t seed) : seed_(seed) {}
+  const ExpectedOutputs& get(const Scenario& sc, int tp, bool sp) {
+    const auto key = std::tuple{sc.id(), tp, sp};
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, sc.expected(seed_, tp, sp)).first;
+    return it->second;
+  }
+
+ private:
+  uint64_t seed_;
+  std::map<std::tuple<std::string, int, bool>, ExpectedOutputs> cache_;
+};
+
+/// Writes the expected whole tensors of a run as .npy beside the ranks' dumps (--verbose).
+void write_expected(const ExpectedOutputs& want, const std::string& dir) {
+  fs::create_directories(dir);
+  for (const auto& [name, e] : want) tpsp::io::save_npy(dir + "/" + name + ".npy", e.whole);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int code = parse(argc, argv, o); code >= 0) return code;
+  const std::string bin_dir = fs::canonical("/proc/self/exe").parent_path().string();
+  std::set<std::string> known;
+  for (const Scenario& s : all_scenarios()) known.insert(s.lab);
+  if (o.list) {
+    print_scenario_list();
+    return 0;
+  }
+  if (o.all) o.labs.assign(known.begin(), known.end());
+  if (o.labs.empty()) {
+    std::fprintf(stderr,
+                 "./check: name a lab (e.g. ./check lab01) or --all; ./check --help lists the options\n");
+    return kUsage;
+  }
+  for (const std::string& l : o.labs)
+    if (!known.count(l)) {
+      std::string k;
+      for (const auto& x : known) k += " " + x;
+      std::fprintf(stderr, "./check: unknown lab '%s' (known:%s)\n", l.c_str(), k.c_str());
+      return kUsage;
+    }
+  Report report(o.seed, o.solution, o.binary, o.backend, o.labs, o.verbose);
+  if (!o.solution && o.binary.empty())
+    if (const std::string stale = stale_sources(o.labs, bin_dir); !stale.empty()) {
+      std::fprintf(stderr, "%s", stale.c_str());
+      return kUsage;
+    }
+  char tmpl[] = "/tmp/tpsp-check-XXXXXX";
+  const std::string work = mkdtemp(tmpl);
+  ExpectedCache expected(o.seed);
+  for (const std::string& lab : o.labs) {
+    const std::string bin = !o.binary.empty() ? o.binary
+                            : o.solution      ? bin_dir + "/tpsp-lab-ranks"
+                                              : bin_dir + "/tpsp-lab-ranks-" + lab;
+    if (!report.begin_lab(lab, bin)) continue;
+    for (const Scenario& sc : all_scenarios()) {
+      if (sc.lab != lab || (!o.only.empty() && sc.name != o.only)) continue;
+      for (const Layout& layout : layouts(sc, o))
+        for (const bool sp : sp_settings(sc, layout)) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const std::string dir =
+              fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp);
+          fs::create_directories(dir);
+          // The run's budget; a collective waits longer than that, so a stuck run is stopped by the
+          // launcher, whose SIGTERM makes every rank print where it was (checkers/rank/where.h).
+          const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
+          const std::string cmd = fmt::format(
+              "TPSP_COMM_TIMEOUT={} '{}/tpsp-run' -n {} --timeout {} --tail 12 -- '{}' --scenario {} --tp {} "
+              "--sp {} "
+              "--seed {} --out '{}'",
+              budget + 10, bin_dir, layout.world(), budget, bin, sc.id(), layout.tp, sp ? 1 : 0, o.seed, dir);
+          const int code = run_logged(cmd, dir + "/launcher.log");
+          if (code == 128 + SIGINT || code == 128 + SIGTERM) {  // Ctrl-C: stop checking, do not grade
+            std::printf("\ninterrupted\n");
+            fs::remove_all(work);
+            return 130;
+          }
+          const ExpectedOutputs& want = expected.get(sc, layout.tp, sp);
+          GradeResult g = grade(sc, layout, sp, want, {dir, code, read_file(dir + "/launcher.log")});
+          if (code == 124)
+            g.problems.push_back(fmt::format(
+                "the run was stopped after its budget of {} s (the engine's solution needs about 0.1 s): an "
+                "endless loop, or ranks waiting for a call their peers never make; the launcher's lines "
+                "above "
+                "show where each rank was",
+                budget));
+          if (o.verbose) write_expected(want, dir + "/expected");
+          g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          report.add(g, dir);
+        }
+    }
+  }
+  if (report.runs() == 0 && report.failed() == 0) {
+    std::fprintf(stderr, "./check: no scenario matches%s%s (see ./check --list)\n",
+                 o.only.empty() ? "" : (" --only " + o.only).c_str(),
+                 o.tps.empty() ? "" : " at the --tp sizes");
+    fs::remove_all(work);
+    return kUsage;
+  }
+  if (!o.json_path.empty() && !report.write_json(o.json_path)) {
+    std::fprintf(stderr, "./check: cannot write %s\n", o.json_path.c_str());
+    return kUsage;
+  }
+  if (!o.verbose) fs::remove_all(work);
+  return report.finish();
+}

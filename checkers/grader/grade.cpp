@@ -1,0 +1,303 @@
+#include "checkers/grader/grade.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "checkers/grader/diagnose.h"
+#include "checkers/inputs.h"
+#include "engine/io/npy.h"
+#include "engine/ops/elementwise.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+/// The last `n` lines of s, indented.
+std::string last_lines(const std::string& s, int n) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string out;
+  for (std::size_t i = lines.size() > static_cast<std::size_t>(n) ? lines.size() - n : 0; i < lines.size();
+       ++i)
+    out += "      | " + lines[i] + "\n";
+  return out;
+}
+
+/// "[i, j, k]" of a multi-index.
+std::string index_str(std::vector<int64_t> idx) {
+  return shape_str(idx);
+}
+
+/// Multi-index of a flat position in `shape`.
+std::vector<int64_t> unflatten(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(double(t.at(i))));
+  return m;
+}
+
+/// The expected calls' descriptions for one (op, bytes) of one phase: one, or "one of: a | b" when
+/// several calls of that phase look alike on the wire.
+std::string describe(std::vector<std::string> whats) {
+  std::sort(whats.begin(), whats.end());
+  whats.erase(std::unique(whats.begin(), whats.end()), whats.end());
+  if (whats.size() == 1) return whats[0];
+  std::string out = "one of: ";
+  for (std::size_t i = 0; i < whats.size(); ++i) out += (i ? " | " : "") + whats[i];
+  return out;
+}
+
+/// "all_gather on group tp along dim 2" (the dim only for the ops that have one).
+std::string call_key(const std::string& op, const std::string& group, int64_t dim) {
+  const bool has_dim = op == "all_gather" || op == "reduce_scatter";
+  return op + " on group " + group + (has_dim ? " along dim " + std::to_string(dim) : "");
+}
+
+/// Where a rank's shard sits in the whole tensor: "rows [12, 24) of dim 0", "indices [6, 12) of dim 2".
+std::string shard_range(const Placement& p, const Shape& whole, int rank, int tp) {
+  if (!p.is_shard()) return p.str();
+  const int64_t c = whole[static_cast<std::size_t>(p.dim)] / tp;
+  return fmt::format("{} [{}, {}) of dim {}", p.dim == 0 ? "rows" : "indices", rank * c, (rank + 1) * c,
+                     p.dim);
+}
+
+/// A rank of the run: "rank 1", or "rank 1 of replica 1 (world rank 3)" when dp > 1.
+std::string rank_name(const Layout& l, int world_rank) {
+  if (l.dp == 1) return "rank " + std::to_string(world_rank);
+  return fmt::format("rank {} of replica {} (world rank {})", world_rank % l.tp, world_rank / l.tp,
+                     world_rank);
+}
+
+/// A TODO message "not implemented yet: lab02 what: text (file:line)" → {lab, what, where}.
+struct Todo {
+  std::string lab, what, where;
+};
+Todo parse_todo(const std::string& msg) {
+  Todo t;
+  const std::string head = "not implemented yet: ";
+  std::string rest = msg.rfind(head, 0) == 0 ? msg.substr(head.size()) : msg;
+  t.lab = rest.substr(0, rest.find(' '));
+  t.what = rest.substr(0, rest.find(": "));
+  if (const auto open = rest.rfind(" ("); open != std::string::npos && rest.back() == ')') {
+    t.where = rest.substr(open + 2, rest.size() - open - 3);
+    // Show the path from the repository's labs/ or engine/ folder on.
+    for (const char* top : {"/labs/", "/engine/"})
+      if (const auto p = t.where.rfind(top); p != std::string::npos) t.where = t.where.substr(p + 1);
+  }
+  return t;
+}
+
+/// Compares the calls each rank recorded with the pattern; "" or the first rank's differences.
+std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
+                          const std::vector<json>& results) {
+  if (!sc.pattern) return "";  // a scenario without a pattern checks numbers only
+  const Pattern pattern = sc.pattern(layout.tp, sp);
+  for (int w = 0; w < layout.world(); ++w) {
+    using Key = std::pair<std::string, uint64_t>;
+    std::map<std::string, std::multiset<Key>> got, want;
+    std::map<std::pair<std::string, Key>, std::vector<std::string>> what;  // (phase, call) → descriptions
+    for (const json& c : results[static_cast<std::size_t>(w)]["calls"]) {
+      const std::string op = c.value("op", "");
+      if (c.value("phase", "") == "setup" || op == "new_group") continue;
+      got[c.value("phase", "")].insert({call_key(op, c.value("group", ""), c.value("dim", int64_t{0})),
+                                        c.value("tensor_bytes", uint64_t{0})});
+    }
+    for (const auto& [phase, calls] : pattern)
+      for (const ExpectedCall& c : calls) {
+        const Key key{call_key(comm::op_name(c.op), "tp", c.dim), c.tensor_bytes};
+        want[phase].insert(key);
+        what[{phase, key}].push_back(c.what);
+      }
+    std::set<std::string> phases;
+    for (const auto& [p, _] : got) phases.insert(p);
+    for (const auto& [p, _] : want) phases.insert(p);
+    std::string msg;
+    for (const std::string& phase : phases) {
+      auto g = got[phase];
+      for (const Key& c : want[phase])
+        if (auto it = g.find(c); it != g.end())
+          g.erase(it);
+        else
+          msg += fmt::format("\n      {}: missing {} of {} bytes ({})", phase, c.first, c.second,
+                             describe(what[{phase, c}]));
+      for (const Key& c : g)
+        msg += fmt::format("\n      {}: unexpected {} of {} bytes", phase, c.first, c.second);
+    }
+    if (!msg.empty())
+      return fmt::format("communication on {} differs from the expected pattern:{}", rank_name(layout, w),
+                         msg);
+  }
+  return "";
+}
+
+/// Compares every expected output of one TP group (replica d) with the ranks' dumps.
+void check_outputs(const ExpectedOutputs& want, const Layout& layout, int replica, const std::string& dir,
+                   const Tolerance& tol, std::vector<std::string>& problems) {
+  for (const auto& [name, spec] : want) {
+    std::vector<Tensor> got;
+    for (int r = 0; r < layout.tp; ++r) {
+      const int w = replica * layout.tp + r;
+      const fs::path p = fs::path(dir) / ("rank" + std::to_string(w)) / (name + ".npy");
+      if (!fs::exists(p)) {
+        problems.push_back(fmt::format("{}: {} produced no output", name, rank_name(layout, w)));
+        break;
+      }
+      got.push_back(io::load_npy(p.string()));
+    }
+    if (static_cast<int>(got.size()) != layout.tp) continue;
+    if (spec.placement.is_partial()) {
+      // Each rank holds a partial sum; their sum must be the whole.
+      bool same = true;
+      for (const Tensor& g : got) same = same && g.shape() == spec.whole.shape();
+      Tensor sum(spec.whole.shape());
+      if (same)
+        for (const Tensor& g : got) ops::add_(sum, g);
+      Expected whole = spec;
+      whole.placement = Placement::Replicate();
+      const std::string p =
+          same ? compare_output(name + " (summed over the TP ranks)", whole, {sum}, 0, tol)
+               : fmt::format("{}: a partial sum of shape {} is expected on every rank, got {} on rank 0",
+                             name, shape_str(spec.whole.shape()), shape_str(got[0].shape()));
+      if (!p.empty()) problems.push_back(layout.dp > 1 ? fmt::format("{} [replica {}]", p, replica) : p);
+      continue;
+    }
+    for (int r = 0; r < layout.tp; ++r) {
+      std::string p = compare_output(name, spec, got, r, tol);
+      if (p.empty()) continue;
+      if (layout.dp > 1) p += fmt::format(" [replica {}, world rank {}]", replica, replica * layout.tp + r);
+      problems.push_back(p);
+      break;  // one rank per tensor is enough to read
+    }
+  }
+}
+
+}  // namespace
+
+std::string Layout::str() const {
+  return dp == 1 ? fmt::format("tp={}", tp) : fmt::format("dp={}×tp={}", dp, tp);
+}
+
+std::string compare_output(const std::string& name, const Expected& spec, const std::vector<Tensor>& all_got,
+                           int rank, const Tolerance& tol) {
+  const int tp = static_cast<int>(all_got.size());
+  const Tensor& whole = spec.whole;
+  const Tensor& got = all_got[static_cast<std::size_t>(rank)];
+  const double atol = spec.atol >= 0 ? spec.atol : tol.atol_rel * std::max(1e-6, max_abs(whole));
+  const bool shard = spec.placement.is_shard();
+  const std::string where = shard_range(spec.placement, whole.shape(), rank, tp);
+  if (shard && whole.size(spec.placement.dim) % tp != 0)
+    return fmt::format("{}: the expected whole {} cannot be split {} ways along dim {} (a checker bug)", name,
+                       shape_str(whole.shape()), tp, spec.placement.dim);
+  Tensor want = shard ? chunk(whole, spec.placement.dim, rank, tp) : whole;
+  Tensor g = got;
+  const Diagnosis diag{spec.placement, spec.passes, tol.rtol, atol};
+  if (g.shape() != want.shape())
+    return fmt::format("{} on rank {} ({}): {}", name, rank, where,
+                       diagnose(g, want, whole, all_got, rank, diag));
+  if (shard && spec.placement.dim == 0 && spec.real_rows >= 0) {
+    // Padded vocabulary: compare only the rows of this shard that exist in the real vocabulary.
+    const int64_t per = want.size(0), real = std::clamp<int64_t>(spec.real_rows - rank * per, 0, per);
+    want = want.slice0(0, real).clone(), g = got.slice0(0, real).clone();
+  }
+  int64_t bad = 0, worst = -1;
+  double worst_excess = -1;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const double w = want.at(i), d = std::fabs(double(g.at(i)) - w), allowed = atol + tol.rtol * std::fabs(w);
+    if (!(d <= allowed)) {
+      ++bad;
+      const double excess = std::isnan(d) ? 1e300 : d - allowed;
+      if (excess > worst_excess) worst_excess = excess, worst = i;
+    }
+  }
+  if (bad == 0) return "";
+  // Global index of the worst element: the local index shifted by the shard's offset.
+  std::vector<int64_t> idx = unflatten(worst, g.shape());
+  if (shard)
+    idx[static_cast<std::size_t>(spec.placement.dim)] += rank * (whole.size(spec.placement.dim) / tp);
+  const std::string hint = diagnose(g, want, whole, all_got, rank, diag);
+  return fmt::format(
+      "{} on rank {} ({}): {} of {} elements differ; worst at global index {}: got {:.6g}, want {:.6g}{}{}",
+      name, rank, where, bad, g.numel(), index_str(idx), g.at(worst), want.at(worst),
+      spec.meaning.empty() ? "" : "\n      (" + spec.meaning + ")",
+      hint.empty() ? "" : "\n      hint: " + hint);
+}
+
+GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const ExpectedOutputs& want,
+                  const RunRecord& run, const Tolerance& tol) {
+  GradeResult res{sc.id(), layout, sp, Verdict::failed, {}, 0};
+  const int world = layout.world();
+  std::vector<json> results(static_cast<std::size_t>(world));
+  for (int w = 0; w < world; ++w) {
+    const fs::path p = fs::path(run.dir) / ("rank" + std::to_string(w)) / "result.json";
+    if (fs::exists(p)) results[w] = json::parse(std::ifstream(p), nullptr, false);
+  }
+  // 1. Did every rank finish? TODOs first: they are the learner's next step.
+  for (int w = 0; w < world; ++w)
+    if (results[w].is_object() && results[w].value("status", "") == "todo") {
+      const std::string msg = results[w].value("message", "");
+      const Todo t = parse_todo(msg);
+      if (t.lab != sc.lab) {
+        res.verdict = Verdict::needs_other;
+        res.problems.push_back(fmt::format("needs {}{}, not implemented in your copy yet", t.what,
+                                           t.where.empty() ? "" : " (" + t.where + ")"));
+      } else {
+        res.verdict = Verdict::todo;
+        res.problems.push_back(msg);
+      }
+      return res;
+    }
+  std::string missing;
+  for (int w = 0; w < world; ++w) {
+    if (!results[w].is_object())
+      missing += (missing.empty() ? "" : ", ") + std::to_string(w);
+    else if (results[w].value("status", "") != "ok")
+      res.problems.push_back(
+          fmt::format("{} raised: {}", rank_name(layout, w), results[w].value("message", "")));
+  }
+  if (!res.problems.empty() || !missing.empty()) {
+    // An error on one rank is often the echo of another rank's crash, hang or skipped call: show
+    // which ranks never finished and what the launcher saw.
+    if (!missing.empty() || run.launcher_code != 0)
+      res.problems.push_back(fmt::format(
+          "{}; the launcher exited {} (a crash, a run past its time budget, or a desynchronised collective). "
+          "Its last lines:\n{}",
+          missing.empty() ? "every rank wrote a result" : "ranks without a result: " + missing,
+          run.launcher_code, last_lines(run.launcher_log, 16)));
+    return res;
+  }
+  // 2. Numbers: every output of every replica against the expected whole tensor.
+  for (int d = 0; d < layout.dp; ++d) check_outputs(want, layout, d, run.dir, tol, res.problems);
+  // 3. Communication: the calls on the TP group per phase, against the expected pattern.
+  if (std::string p = check_pattern(sc, layout, sp, results); !p.empty()) res.problems.push_back(p);
+  // Every rank wrote its results, but a rank that then crashed or hung (e.g. in an exit handler)
+  // still fails the run.
+  if (run.launcher_code != 0)
+    res.problems.push_back(
+        fmt::format("every rank wrote its results, but the job did not end cleanly (the launcher exited {}). "
+                    "Its last lines:\n{}",
+                    run.launcher_code, last_lines(run.launcher_log, 16)));
+  res.verdict = res.problems.empty() ? Verdict::passed : Verdict::failed;
+  return res;
+}
+
+}  // namespace tpsp::checkers

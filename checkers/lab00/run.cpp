@@ -1,0 +1,31 @@
+// lab00 on the ranks: the learner's ring collectives (engine/comm/ring_collectives.h).
+#include "checkers/lab00/lab00.h"
+#include "checkers/run_context.h"
+#include "engine/comm/ring_collectives.h"
+
+namespace tpsp::checkers {
+
+void register_lab00_runs(std::map<std::string, RunFn>& out) {
+  using namespace lab00;
+  out["lab00/ring_reduce_scatter"] = [](RunContext& ctx) {
+    const Tensor in = rank_tensor(ctx.seed, ctx.rank());
+    ctx.begin_phase("reduce_scatter");
+    return RankOutputs{{"out", guarded("ring_reduce_scatter", {{"in", &in}}, [&] {
+                          return comm::ring_reduce_scatter(*ctx.tp, in, "check.ring_rs");
+                        })}};
+  };
+  out["lab00/ring_all_gather"] = [](RunContext& ctx) {
+    const Tensor in = chunk(gather_whole(ctx.seed), 0, ctx.rank(), ctx.size());
+    ctx.begin_phase("all_gather");
+    return RankOutputs{{"out", guarded("ring_all_gather", {{"in", &in}},
+                                       [&] { return comm::ring_all_gather(*ctx.tp, in, "check.ring_ag"); })}};
+  };
+  out["lab00/ring_all_reduce"] = [](RunContext& ctx) {
+    Tensor t = rank_tensor(ctx.seed, ctx.rank());
+    ctx.begin_phase("all_reduce");
+    comm::ring_all_reduce(*ctx.tp, t, "check.ring_ar");
+    return RankOutputs{{"out", t}};
+  };
+}
+
+}  // namespace tpsp::checkers

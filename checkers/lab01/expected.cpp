@@ -1,0 +1,200 @@
+// lab01 in the grader: expected tensors from reference/linear.h (dense linear and MLP) or closed
+// forms, and the calls of each scenario.
+#include "checkers/lab01/lab01.h"
+#include "checkers/scenario.h"
+#include "engine/ops/elementwise.h"
+#include "reference/linear.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using comm::OpKind;
+using namespace lab01;
+
+Tensor times(Tensor t, float k) {
+  ops::scale_(t, k);
+  return t;
+}
+
+/// A gradient accumulated over kPasses identical backward passes.
+Expected accumulated(const Tensor& one_pass, Placement p) {
+  return {.whole = times(one_pass, kPasses), .placement = p, .passes = kPasses};
+}
+
+/// Each call of `calls` repeated `k` times (one set per backward pass).
+std::vector<ExpectedCall> repeated(const std::vector<ExpectedCall>& calls, int k) {
+  std::vector<ExpectedCall> out;
+  for (int i = 0; i < k; ++i) out.insert(out.end(), calls.begin(), calls.end());
+  return out;
+}
+
+ExpectedOutputs expected_f_g(uint64_t seed, int tp, bool) {
+  Tensor sum_dy({S, B, H}), sum_p({S, B, H});
+  for (int r = 0; r < tp; ++r) {
+    ops::add_(sum_dy, f_dy(seed, r));
+    ops::add_(sum_p, g_partial(seed, r));
+  }
+  return {{"f_forward", {f_x(seed)}},
+          {"f_backward", {sum_dy}},
+          {"g_forward", {sum_p}},
+          {"g_backward", {g_dz(seed)}}};
+}
+
+Pattern pattern_f_g(int tp, bool) {
+  if (tp == 1) return {};
+  const uint64_t sbh = S * B * H * kF32;
+  return {{"f.backward", {{OpKind::all_reduce, sbh, "f's backward: all-reduce of the input gradient"}}},
+          {"g.forward", {{OpKind::all_reduce, sbh, "g's forward: all-reduce of the partial output"}}}};
+}
+
+ExpectedOutputs expected_column(uint64_t seed, bool sp, const LinearCase& lc) {
+  const Tensor x = col_x(seed), w = col_w(seed), b = col_b(seed), dy = col_dy(seed);
+  const reference::LinearGrads g = reference::linear_backward(dy, x, w, true);
+  ExpectedOutputs out{{"y",
+                       {reference::linear_forward(x, w, lc.skip_bias_add ? Tensor() : b),
+                        lc.gather_output ? Placement::Replicate() : Placement::Shard(2)}},
+                      {"dx", {g.dx, sp ? Placement::Shard(0) : Placement::Replicate()}},
+                      {"dbias", accumulated(g.db, Placement::Shard(0))}};
+  if (!lc.frozen_weight) out["dweight"] = accumulated(g.dw, Placement::Shard(0));
+  return out;
+}
+
+Pattern pattern_column(int tp, bool sp, const LinearCase& lc) {
+  if (tp == 1) return {};
+  const uint64_t sbh = S * B * H * kF32, sbf = S * B * F * kF32;
+  Pattern p;
+  std::vector<ExpectedCall> backward;
+  if (sp) {
+    p["forward"].push_back({OpKind::all_gather, sbh, "SP: all-gather of the sequence shards of X"});
+    backward = {{OpKind::all_gather, sbh, "SP: all-gather of X again for the weight gradient"},
+                {OpKind::reduce_scatter, sbh, "SP: reduce-scatter of the partial dX"}};
+  } else {
+    backward = {{OpKind::all_reduce, sbh, "f's backward: all-reduce of the partial dX"}};
+  }
+  if (lc.gather_output)
+    p["forward"].push_back({OpKind::all_gather, sbf, "gather_output: all-gather of Y's last dim", 2});
+  p["backward"] = repeated(backward, kPasses);
+  return p;
+}
+
+ExpectedOutputs expected_row(uint64_t seed, bool sp, const LinearCase& lc) {
+  const Tensor x = row_x(seed), w = row_w(seed), b = row_b(seed), dy = row_dy(seed);
+  const reference::LinearGrads g = reference::linear_backward(dy, x, w, true);
+  return {{"y",
+           {reference::linear_forward(x, w, lc.skip_bias_add ? Tensor() : b),
+            sp ? Placement::Shard(0) : Placement::Replicate()}},
+          {"dx", {g.dx, lc.input_is_parallel ? Placement::Shard(2) : Placement::Replicate()}},
+          {"dweight", accumulated(g.dw, Placement::Shard(1))},
+          // Under SP each rank's bias gradient covers its own tokens (summed over TP afterwards).
+          {"dbias", accumulated(g.db, sp ? Placement::Partial() : Placement::Replicate())}};
+}
+
+Pattern pattern_row(int tp, bool sp, const LinearCase& lc) {
+  if (tp == 1) return {};
+  const uint64_t sbh = S * B * H * kF32, sbf = S * B * F * kF32;
+  Pattern p;
+  std::vector<ExpectedCall> backward;
+  if (sp) {
+    p["forward"] = {{OpKind::reduce_scatter, sbh, "SP's g: reduce-scatter of the partial Y"}};
+    backward.push_back({OpKind::all_gather, sbh, "SP: all-gather of dY's sequence shards"});
+  } else {
+    p["forward"] = {{OpKind::all_reduce, sbh, "g: all-reduce of the partial Y"}};
+  }
+  if (!lc.input_is_parallel)
+    backward.push_back({OpKind::all_gather, sbf, "scatter's backward: all-gather of dX's last dim", 2});
+  if (!backward.empty()) p["backward"] = repeated(backward, kPasses);
+  return p;
+}
+
+ExpectedOutputs expected_mlp(uint64_t seed, int, bool sp) {
+  const reference::MLPParams prm{mlp_w1(seed), mlp_b1(seed), mlp_w2(seed), mlp_b2(seed)};
+  reference::MLPSaved saved;
+  const Tensor y = reference::mlp_forward(mlp_x(seed), prm, saved);
+  const reference::MLPGrads g = reference::mlp_backward(mlp_dy(seed), prm, saved);
+  const Placement seq = sp ? Placement::Shard(0) : Placement::Replicate();
+  return {{"y", {y, seq}},
+          {"dx", {g.dx, seq}},
+          {"fc1.dweight", accumulated(g.dw1, Placement::Shard(0))},
+          {"fc1.dbias", accumulated(g.db1, Placement::Shard(0))},
+          {"fc2.dweight", accumulated(g.dw2, Placement::Shard(1))},
+          {"fc2.dbias", accumulated(g.db2, sp ? Placement::Partial() : Placement::Replicate())}};
+}
+
+Pattern pattern_mlp(int tp, bool sp) {
+  if (tp == 1) return {};
+  const uint64_t sbh = S * B * H * kF32;
+  if (sp)
+    return {
+        {"forward",
+         {{OpKind::all_gather, sbh, "fc1 (SP): all-gather of X"},
+          {OpKind::reduce_scatter, sbh, "fc2 (SP's g): reduce-scatter of the partial Y"}}},
+        {"backward", repeated({{OpKind::all_gather, sbh, "fc2 (SP): all-gather of dY"},
+                               {OpKind::all_gather, sbh, "fc1 (SP): all-gather of X for the weight gradient"},
+                               {OpKind::reduce_scatter, sbh, "fc1 (SP): reduce-scatter of the partial dX"}},
+                              kPasses)}};
+  return {
+      {"forward", {{OpKind::all_reduce, sbh, "fc2's g: all-reduce of the partial Y"}}},
+      {"backward", repeated({{OpKind::all_reduce, sbh, "fc1's f: all-reduce of the partial dX"}}, kPasses)}};
+}
+
+Scenario column(const char* name, const char* summary, LinearCase lc, bool sp_variants) {
+  return {.lab = "lab01",
+          .name = name,
+          .summary = summary,
+          .sp_variants = sp_variants,
+          .expected = [lc](uint64_t seed, int, bool sp) { return expected_column(seed, sp, lc); },
+          .pattern = [lc](int tp, bool sp) { return pattern_column(tp, sp, lc); }};
+}
+
+Scenario row(const char* name, const char* summary, LinearCase lc, bool sp_variants) {
+  return {.lab = "lab01",
+          .name = name,
+          .summary = summary,
+          .sp_variants = sp_variants,
+          .expected = [lc](uint64_t seed, int, bool sp) { return expected_row(seed, sp, lc); },
+          .pattern = [lc](int tp, bool sp) { return pattern_row(tp, sp, lc); }};
+}
+
+}  // namespace
+
+void register_lab01(std::vector<Scenario>& out) {
+  out.push_back(
+      {.lab = "lab01",
+       .name = "f_g",
+       .summary = "f (copy_to_tensor_model_parallel_region) and g (reduce_from_…): forward and backward",
+       .expected = expected_f_g,
+       .pattern = pattern_f_g});
+  out.push_back(column("column_linear",
+                       "ColumnParallelLinear forward, two backward passes (gradients accumulate)", {}, true));
+  out.push_back(column("column_linear_gather_output", "ColumnParallelLinear with gather_output=true",
+                       {.gather_output = true}, false));
+  out.push_back(column("column_linear_skip_bias_add",
+                       "ColumnParallelLinear with skip_bias_add=true: the output has no bias, the bias still "
+                       "gets its gradient",
+                       {.skip_bias_add = true}, false));
+  out.push_back(column("column_linear_frozen_weight",
+                       "ColumnParallelLinear with a frozen weight: dX is still summed over TP",
+                       {.frozen_weight = true}, false));
+  out.push_back(row("row_linear",
+                    "RowParallelLinear forward, two backward passes (input split on its last dim)", {},
+                    true));
+  out.push_back(
+      row("row_linear_skip_bias_add",
+          "RowParallelLinear with skip_bias_add=true: the output has no bias, the bias still gets its "
+          "gradient",
+          {.skip_bias_add = true}, false));
+  out.push_back(row("row_linear_input_not_parallel",
+                    "RowParallelLinear with input_is_parallel=false: the layer splits a replicated input "
+                    "(scatter_to_tensor_model_parallel_region)",
+                    {.input_is_parallel = false}, false));
+  out.push_back({.lab = "lab01",
+                 .name = "mlp",
+                 .summary = "the TP MLP: column → GELU → row, two backward passes",
+                 .sp_variants = true,
+                 .expected = expected_mlp,
+                 .pattern = pattern_mlp});
+  out.push_back(gpt_step_scenario("lab01", false));
+}
+
+}  // namespace tpsp::checkers

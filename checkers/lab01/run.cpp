@@ -1,0 +1,145 @@
+// lab01 on the ranks: the learner's f/g, ColumnParallelLinear, RowParallelLinear and the TP MLP.
+#include "checkers/lab01/lab01.h"
+#include "checkers/run_context.h"
+#include "engine/ops/elementwise.h"
+#include "engine/tensor_parallel/layers.h"
+#include "engine/tensor_parallel/mappings.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using namespace lab01;
+using tensor_parallel::ColumnParallelLinear;
+using tensor_parallel::LinearOptions;
+using tensor_parallel::LinearSaved;
+using tensor_parallel::RowParallelLinear;
+
+/// f and g on integer tensors: each rank's backward input of f and forward input of g is its own
+/// partial; the answers are their sums.
+RankOutputs run_f_g(RunContext& ctx) {
+  using namespace tensor_parallel;
+  comm::ProcessGroup& tp = *ctx.tp;
+  const Tensor x = f_x(ctx.seed), dy = f_dy(ctx.seed, ctx.rank()), p = g_partial(ctx.seed, ctx.rank()),
+               dz = g_dz(ctx.seed);
+  RankOutputs out;
+  ctx.begin_phase("f.forward");
+  out["f_forward"] = guarded("f forward", {{"x", &x}}, [&] {
+                       return copy_to_tensor_model_parallel_region.forward(x, tp, "check.f");
+                     }).clone();
+  ctx.begin_phase("f.backward");
+  out["f_backward"] = guarded("f backward", {{"dy", &dy}}, [&] {
+                        return copy_to_tensor_model_parallel_region.backward(dy, tp, "check.f");
+                      }).clone();
+  ctx.begin_phase("g.forward");
+  out["g_forward"] = guarded("g forward", {{"x", &p}}, [&] {
+                       return reduce_from_tensor_model_parallel_region.forward(p, tp, "check.g");
+                     }).clone();
+  ctx.begin_phase("g.backward");
+  out["g_backward"] = guarded("g backward", {{"dy", &dz}}, [&] {
+                        return reduce_from_tensor_model_parallel_region.backward(dz, tp, "check.g");
+                      }).clone();
+  return out;
+}
+
+/// Y = X·Aᵀ + b column-parallel, then kPasses backward passes with the same dY.
+RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
+  const int n = ctx.size(), r = ctx.rank();
+  const Tensor x = col_x(ctx.seed), dy = col_dy(ctx.seed);
+  Tensor dw({F / n, H}), db({F / n});
+  LinearOptions opt;
+  opt.gather_output = lc.gather_output;
+  opt.skip_bias_add = lc.skip_bias_add;
+  opt.sequence_parallel = ctx.sp;
+  ColumnParallelLinear layer(chunk(col_w(ctx.seed), 0, r, n), chunk(col_b(ctx.seed), 0, r, n),
+                             lc.frozen_weight ? Tensor() : dw, db, opt, "check.column");
+  LinearSaved saved;
+  const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
+  const Tensor dy_in = lc.gather_output ? dy : chunk(dy, 2, r, n);
+  ctx.begin_phase("forward");
+  const Tensor y = guarded("ColumnParallelLinear.forward", {{"x", &x_in}},
+                           [&] { return layer.forward(x_in, saved, *ctx.tp); });
+  ctx.begin_phase("backward");
+  Tensor dx;
+  for (int pass = 0; pass < kPasses; ++pass)
+    dx = guarded("ColumnParallelLinear.backward", {{"dy", &dy_in}},
+                 [&] { return layer.backward(dy_in, saved, *ctx.tp); });
+  RankOutputs out{{"y", y.clone()}, {"dx", dx.clone()}, {"dbias", db}};
+  if (!lc.frozen_weight) out["dweight"] = dw;
+  return out;
+}
+
+/// Y = X·Bᵀ + b row-parallel (input split on its last dim, or split by the layer), kPasses backward.
+RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
+  const int n = ctx.size(), r = ctx.rank();
+  const Tensor x = row_x(ctx.seed), dy = row_dy(ctx.seed);
+  Tensor dw({H, F / n}), db({H});
+  LinearOptions opt;
+  opt.sequence_parallel = ctx.sp;
+  opt.skip_bias_add = lc.skip_bias_add;
+  opt.input_is_parallel = lc.input_is_parallel;
+  RowParallelLinear layer(chunk(row_w(ctx.seed), 1, r, n), row_b(ctx.seed), dw, db, opt, "check.row");
+  LinearSaved saved;
+  const Tensor x_in = lc.input_is_parallel ? chunk(x, 2, r, n) : x;
+  const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
+  ctx.begin_phase("forward");
+  const Tensor y = guarded("RowParallelLinear.forward", {{"x", &x_in}},
+                           [&] { return layer.forward(x_in, saved, *ctx.tp); });
+  ctx.begin_phase("backward");
+  Tensor dx;
+  for (int pass = 0; pass < kPasses; ++pass)
+    dx = guarded("RowParallelLinear.backward", {{"dy", &dy_in}},
+                 [&] { return layer.backward(dy_in, saved, *ctx.tp); });
+  return {{"y", y.clone()}, {"dx", dx.clone()}, {"dweight", dw}, {"dbias", db}};
+}
+
+/// The TP MLP: column (h → ffn) → GELU → row (ffn → h), kPasses backward passes.
+RankOutputs run_mlp(RunContext& ctx) {
+  const int n = ctx.size(), r = ctx.rank();
+  const Tensor x = mlp_x(ctx.seed), dy = mlp_dy(ctx.seed);
+  Tensor dw1({F / n, H}), db1({F / n}), dw2({H, F / n}), db2({H});
+  LinearOptions opt;
+  opt.sequence_parallel = ctx.sp;
+  ColumnParallelLinear fc1(chunk(mlp_w1(ctx.seed), 0, r, n), chunk(mlp_b1(ctx.seed), 0, r, n), dw1, db1, opt,
+                           "check.mlp.fc1");
+  RowParallelLinear fc2(chunk(mlp_w2(ctx.seed), 1, r, n), mlp_b2(ctx.seed), dw2, db2, opt, "check.mlp.fc2");
+  LinearSaved s1, s2;
+  const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
+  const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
+  ctx.begin_phase("forward");
+  const Tensor h1 = fc1.forward(x_in, s1, *ctx.tp);
+  const Tensor y = fc2.forward(ops::gelu_forward(h1), s2, *ctx.tp);
+  ctx.begin_phase("backward");
+  Tensor dx;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const Tensor dact = fc2.backward(dy_in, s2, *ctx.tp);
+    dx = fc1.backward(ops::gelu_backward(dact, h1), s1, *ctx.tp);
+  }
+  return {{"y", y.clone()},   {"dx", dx.clone()},   {"fc1.dweight", dw1},
+          {"fc1.dbias", db1}, {"fc2.dweight", dw2}, {"fc2.dbias", db2}};
+}
+
+}  // namespace
+
+void register_lab01_runs(std::map<std::string, RunFn>& out) {
+  out["lab01/f_g"] = run_f_g;
+  out["lab01/column_linear"] = [](RunContext& c) { return run_column(c, {}); };
+  out["lab01/column_linear_gather_output"] = [](RunContext& c) {
+    return run_column(c, {.gather_output = true});
+  };
+  out["lab01/column_linear_skip_bias_add"] = [](RunContext& c) {
+    return run_column(c, {.skip_bias_add = true});
+  };
+  out["lab01/column_linear_frozen_weight"] = [](RunContext& c) {
+    return run_column(c, {.frozen_weight = true});
+  };
+  out["lab01/row_linear"] = [](RunContext& c) { return run_row(c, {}); };
+  out["lab01/row_linear_skip_bias_add"] = [](RunContext& c) { return run_row(c, {.skip_bias_add = true}); };
+  out["lab01/row_linear_input_not_parallel"] = [](RunContext& c) {
+    return run_row(c, {.input_is_parallel = false});
+  };
+  out["lab01/mlp"] = run_mlp;
+  out["lab01/gpt_step"] = run_gpt_step;
+}
+
+}  // namespace tpsp::checkers

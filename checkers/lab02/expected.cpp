@@ -1,0 +1,186 @@
+// lab02 in the grader: the embedding and the cross entropy from the dense ops of reference/, the
+// tracker's draws in closed form (random::uniform on the tracker's stream), the layer from
+// checkers/layer/expected.h.
+#include "checkers/layer/expected.h"
+
+#include "checkers/lab02/lab02.h"
+#include "checkers/scenario.h"
+#include "engine/ops/cross_entropy.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
+#include "engine/random/philox.h"
+#include "engine/tensor_parallel/random.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using comm::OpKind;
+using namespace lab02;
+
+ExpectedOutputs expected_embedding(uint64_t seed, int tp, bool sp) {
+  const TokenBatch ids = emb_ids(seed);
+  const Tensor table = wte(seed, V);
+  Tensor dw = ops::embedding_backward(emb_dout(seed), ids, V);
+  ops::scale_(dw, kPasses);
+  return {{"out", {ops::embedding_forward(ids, table), sp ? Placement::Shard(0) : Placement::Replicate()}},
+          {"dweight",
+           {.whole = pad_dim(dw, 0, padded_to(V, tp)),  // padded rows: zero gradient
+            .placement = Placement::Shard(0),
+            .passes = kPasses}}};
+}
+
+Pattern pattern_embedding(int tp, bool sp) {
+  if (tp == 1) return {};
+  const uint64_t sbh = S * B * H * kF32;
+  if (sp)
+    return {{"forward", {{OpKind::reduce_scatter, sbh, "reduce-scatter of the partial lookups"}}},
+            {"backward",
+             {{OpKind::all_gather, sbh, "all-gather of the output gradient's shards (backward pass 1)"},
+              {OpKind::all_gather, sbh, "all-gather of the output gradient's shards (backward pass 2)"}}}};
+  return {{"forward", {{OpKind::all_reduce, sbh, "g: all-reduce of the partial lookups"}}}};
+}
+
+ExpectedOutputs expected_cross_entropy(uint64_t seed, int tp, const CECase& cc) {
+  const Tensor logits = ce_logits(seed, V, cc.scale);
+  const std::vector<int64_t> targets = ce_targets(seed);
+  const ops::CrossEntropyOut res = ops::cross_entropy_forward(logits, targets, cc.alpha);
+  const Tensor dlogits = ops::cross_entropy_backward(logits, targets, 1.f, cc.alpha);
+  return {{"losses", {res.losses}},
+          {"loss", {Tensor::from({1}, {res.loss})}},
+          {"dlogits", {pad_dim(dlogits, 1, padded_to(V, tp)), Placement::Shard(1)}}};  // padded columns: 0
+}
+
+Pattern pattern_cross_entropy(int tp, float alpha) {
+  if (tp == 1) return {};
+  const uint64_t rows = S * B * kF32;
+  return {{"forward",
+           {{OpKind::all_reduce, rows, "max over the vocabulary"},
+            {OpKind::all_reduce, rows, "the target's logit"},
+            {OpKind::all_reduce, alpha > 0 ? 2 * rows : rows,
+             alpha > 0 ? "Σexp and Σlogits (label smoothing), fused" : "Σexp over the vocabulary"}}}};
+}
+
+Expected flag(const std::string& meaning) {
+  return {.whole = Tensor::from({1}, {1.f}), .meaning = meaning};
+}
+
+ExpectedOutputs expected_cross_entropy_bad_inputs(uint64_t, int tp, bool) {
+  ExpectedOutputs out{
+      {"refuses_target_equal_to_V",
+       flag("1 = a target equal to V=37 raised ShapeError (before any collective); 0 = it was accepted")},
+      {"refuses_target_minus_1",
+       flag("1 = a target of −1 (not ignore_index −100) raised ShapeError; 0 = it was accepted")}};
+  if (tp > 1)
+    out["refuses_full_vocabulary_logits"] = flag(
+        "1 = logits with the whole padded vocabulary as last dim (instead of this rank's V/tp columns) "
+        "raised "
+        "ShapeError; 0 = they were accepted (a wrong loss: +ln tp on some rows, a wrong gradient)");
+  return out;
+}
+
+/// Draws [1, kDraw] of the tracker's stream for `seed` starting at `offset` (the tracker's contract).
+Tensor draws(uint64_t seed, uint64_t offset) {
+  Tensor t({1, kDraw});
+  for (int64_t i = 0; i < kDraw; ++i)
+    t.at(i) = random::uniform(seed, tensor_parallel::kRngTrackerStream, offset + static_cast<uint64_t>(i));
+  return t;
+}
+
+/// The model-parallel draws of every rank at `offset`, stacked in rank order [tp, kDraw].
+Tensor mp_draws(uint64_t seed, int tp, uint64_t offset) {
+  std::vector<Tensor> rows;
+  for (int r = 0; r < tp; ++r)
+    rows.push_back(
+        draws(seed + tensor_parallel::kModelParallelSeedOffset + static_cast<uint64_t>(r), offset));
+  return cat(rows, 0);
+}
+
+ExpectedOutputs expected_rng(uint64_t seed, int tp, bool) {
+  return {{"default_before_fork", {draws(seed, 0)}},
+          {"model_parallel_in_fork", {mp_draws(seed, tp, 0), Placement::Shard(0)}},
+          {"default_after_fork", {draws(seed, kDraw)}}};
+}
+
+ExpectedOutputs expected_rng_nested(uint64_t seed, int tp, bool) {
+  return {{"mp_first", {mp_draws(seed, tp, 0), Placement::Shard(0)}},
+          {"dp_inside_mp", {draws(seed, 0)}},
+          {"mp_after_inner_fork", {mp_draws(seed, tp, kDraw), Placement::Shard(0)}},
+          {"default_after_forks", {draws(seed, 0)}},
+          {"dp_again", {draws(seed, kDraw)}}};
+}
+
+Scenario cross_entropy(const char* name, const char* summary, CECase cc) {
+  return {.lab = "lab02",
+          .name = name,
+          .summary = summary,
+          .expected = [cc](uint64_t seed, int tp, bool) { return expected_cross_entropy(seed, tp, cc); },
+          .pattern = [cc](int tp, bool) { return pattern_cross_entropy(tp, cc.alpha); }};
+}
+
+}  // namespace
+
+void register_lab02(std::vector<Scenario>& out) {
+  out.push_back(
+      {.lab = "lab02",
+       .name = "vocab_embedding",
+       .summary = "VocabParallelEmbedding: masked lookups summed over TP (V=37 padded), two backward passes",
+       .sp_variants = true,
+       .expected = expected_embedding,
+       .pattern = pattern_embedding});
+  out.push_back(
+      cross_entropy("cross_entropy",
+                    "vocab-parallel cross entropy: 3 all-reduces forward, none backward, ignore_index", {}));
+  out.push_back(cross_entropy("cross_entropy_label_smoothing",
+                              "label smoothing α=0.1 over the GLOBAL vocabulary", {.alpha = 0.1f}));
+  out.push_back(cross_entropy("cross_entropy_large_logits",
+                              "logits ×1000: the loss stays finite only if the global max is subtracted",
+                              {.scale = 1000.f}));
+  out.push_back({.lab = "lab02",
+                 .name = "cross_entropy_bad_inputs",
+                 .summary = "refuse targets outside [0, V) and logits that are not this rank's V/tp columns",
+                 .expected = expected_cross_entropy_bad_inputs});
+  out.push_back(
+      {.lab = "lab02",
+       .name = "transformer_layer",
+       .summary = "a transformer layer split by heads and ffn columns, dropout 0.1, two backward passes",
+       .expected = [](uint64_t seed, int, bool) { return layer::expected_layer(seed, false); },
+       .pattern = layer::layer_pattern});
+  out.push_back(
+      {.lab = "lab02",
+       .name = "transformer_layer_checks_seq",
+       .summary = "the layer refuses an input whose rows disagree with LayerContext::seq",
+       .sp_variants = true,
+       .expected = [](uint64_t, int, bool) {
+         return ExpectedOutputs{
+             {"refuses_input_rows_that_disagree_with_ctx_seq",
+              flag("1 = TransformerLayer::forward raised ShapeError for an input of s−1 rows (s/tp−1 "
+                   "under SP) while LayerContext::seq says s=12; 0 = it computed on the wrong "
+                   "number of tokens")}};
+       }});
+  out.push_back({.lab = "lab02",
+                 .name = "rng_tracker",
+                 .summary = "Megatron's RNG tracker: default stream shared, model-parallel stream per rank",
+                 .expected = expected_rng});
+  out.push_back(
+      {.lab = "lab02",
+       .name = "rng_tracker_nested_forks",
+       .summary = "nested forks save and restore the outer stream; a named state resumes where it stopped",
+       .expected = expected_rng_nested});
+  out.push_back(
+      {.lab = "lab02",
+       .name = "rng_tracker_refusals",
+       .summary = "add() refuses a name that exists and a seed already added",
+       .expected = [](uint64_t, int, bool) {
+         return ExpectedOutputs{
+             {"refuses_duplicate_name",
+              flag("1 = add('model-parallel-rng', …) after model_parallel_manual_seed raised "
+                   "ShapeError; 0 = the state was silently replaced")},
+             {"refuses_duplicate_seed",
+              flag("1 = add('another-rng', seed) with the data-parallel seed raised ShapeError; 0 = "
+                   "two states now draw the same numbers")}};
+       }});
+  out.push_back(gpt_step_scenario("lab02", false));
+}
+
+}  // namespace tpsp::checkers

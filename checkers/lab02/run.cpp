@@ -1,0 +1,155 @@
+// lab02 on the ranks: the learner's VocabParallelEmbedding, vocab-parallel cross entropy and RNG
+// tracker (the transformer layer runs from checkers/layer/run.cpp).
+#include "checkers/layer/run.h"
+
+#include "checkers/lab02/lab02.h"
+#include "checkers/run_context.h"
+#include "engine/error.h"
+#include "engine/tensor_parallel/cross_entropy.h"
+#include "engine/tensor_parallel/layers.h"
+#include "engine/tensor_parallel/random.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using namespace lab02;
+
+RankOutputs run_embedding(RunContext& ctx) {
+  const int n = ctx.size(), r = ctx.rank();
+  const int64_t vp = padded_to(V, n);
+  Tensor dwte({vp / n, H});
+  tensor_parallel::VocabParallelEmbedding emb(chunk(wte(ctx.seed, vp), 0, r, n), dwte, ctx.sp,
+                                              "check.embedding");
+  const TokenBatch ids = emb_ids(ctx.seed);
+  const Tensor dout = ctx.sp ? chunk(emb_dout(ctx.seed), 0, r, n) : emb_dout(ctx.seed);
+  ctx.begin_phase("forward");
+  const Tensor out = emb.forward(ids, *ctx.tp);
+  ctx.begin_phase("backward");
+  for (int pass = 0; pass < kPasses; ++pass) {
+    InputGuard g("VocabParallelEmbedding.backward", {{"dout", &dout}});
+    emb.backward(dout, ids, *ctx.tp);
+    g.check();
+  }
+  return {{"out", out.clone()}, {"dweight", dwte}};
+}
+
+RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
+  const int n = ctx.size(), r = ctx.rank();
+  const Tensor logits = chunk(ce_logits(ctx.seed, padded_to(V, n), cc.scale), 1, r, n);
+  tensor_parallel::VocabParallelCESaved saved;
+  ctx.begin_phase("forward");
+  const auto res = guarded("vocab_parallel_cross_entropy_forward", {{"logits", &logits}}, [&] {
+    return tensor_parallel::vocab_parallel_cross_entropy_forward(logits, ce_targets(ctx.seed), V, cc.alpha,
+                                                                 *ctx.tp, saved, "check.ce");
+  });
+  ctx.begin_phase("backward");
+  const Tensor dlogits = tensor_parallel::vocab_parallel_cross_entropy_backward(saved, 1.f, *ctx.tp);
+  return {{"losses", res.losses.clone()}, {"loss", Tensor::from({1}, {res.loss})}, {"dlogits", dlogits}};
+}
+
+/// 1 if `fn` raised std::invalid_argument (ShapeError, a refusal), else 0.
+template <class F>
+Tensor refused(F&& fn) {
+  try {
+    fn();
+  } catch (const std::invalid_argument&) {
+    return Tensor::from({1}, {1.f});
+  }
+  return Tensor::from({1}, {0.f});
+}
+
+/// Inputs the cross entropy must refuse before any collective: a target equal to V, a target −1, and
+/// (tp > 1) the already-gathered full-vocabulary logits instead of this rank's V/tp columns.
+RankOutputs run_cross_entropy_bad_inputs(RunContext& ctx) {
+  const int n = ctx.size(), r = ctx.rank();
+  const Tensor whole = ce_logits(ctx.seed, padded_to(V, n), 1.f);
+  const Tensor local = chunk(whole, 1, r, n);
+  auto call = [&](const Tensor& logits, std::vector<int64_t> targets) {
+    tensor_parallel::VocabParallelCESaved saved;
+    tensor_parallel::vocab_parallel_cross_entropy_forward(logits, targets, V, 0.f, *ctx.tp, saved,
+                                                          "check.ce");
+  };
+  std::vector<int64_t> t_v = ce_targets(ctx.seed), t_neg = ce_targets(ctx.seed);
+  t_v[5] = V;
+  t_neg[7] = -1;
+  ctx.begin_phase("refusals");
+  RankOutputs out{{"refuses_target_equal_to_V", refused([&] { call(local, t_v); })},
+                  {"refuses_target_minus_1", refused([&] { call(local, t_neg); })}};
+  if (n > 1) out["refuses_full_vocabulary_logits"] = refused([&] { call(whole, ce_targets(ctx.seed)); });
+  return out;
+}
+
+Tensor draw(tensor_parallel::RngStatesTracker& t) {
+  return Tensor::from({1, kDraw}, t.uniform(kDraw));
+}
+
+/// Draws from the default stream, inside one fork of the model-parallel stream, and after it.
+RankOutputs run_rng(RunContext& ctx) {
+  tensor_parallel::RngStatesTracker tracker;
+  tensor_parallel::model_parallel_manual_seed(tracker, ctx.seed, ctx.rank());
+  const Tensor before = draw(tracker);
+  Tensor inside;
+  {
+    auto guard = tracker.fork();
+    inside = draw(tracker);
+  }
+  return {{"default_before_fork", before},
+          {"model_parallel_in_fork", inside},
+          {"default_after_fork", draw(tracker)}};
+}
+
+/// Nested forks: model-parallel, inside it data-parallel, back in model-parallel, then the default
+/// stream, then data-parallel again (its state must have been saved when its fork ended).
+RankOutputs run_rng_nested(RunContext& ctx) {
+  using tensor_parallel::kDataParallelRngName;
+  tensor_parallel::RngStatesTracker tracker;
+  tensor_parallel::model_parallel_manual_seed(tracker, ctx.seed, ctx.rank());
+  RankOutputs out;
+  {
+    auto mp = tracker.fork();
+    out["mp_first"] = draw(tracker);
+    {
+      auto dp = tracker.fork(kDataParallelRngName);
+      out["dp_inside_mp"] = draw(tracker);
+    }
+    out["mp_after_inner_fork"] = draw(tracker);
+  }
+  out["default_after_forks"] = draw(tracker);
+  {
+    auto dp = tracker.fork(kDataParallelRngName);
+    out["dp_again"] = draw(tracker);
+  }
+  return out;
+}
+
+/// add() must refuse a name that exists and a seed that was already added.
+RankOutputs run_rng_refusals(RunContext& ctx) {
+  tensor_parallel::RngStatesTracker tracker;
+  tensor_parallel::model_parallel_manual_seed(tracker, ctx.seed, ctx.rank());
+  return {{"refuses_duplicate_name",
+           refused([&] { tracker.add(tensor_parallel::kModelParallelRngName, ctx.seed + 1000000); })},
+          {"refuses_duplicate_seed", refused([&] { tracker.add("another-rng", ctx.seed); })}};
+}
+
+}  // namespace
+
+void register_lab02_runs(std::map<std::string, RunFn>& out) {
+  out["lab02/vocab_embedding"] = run_embedding;
+  out["lab02/cross_entropy"] = [](RunContext& c) { return run_cross_entropy(c, {}); };
+  out["lab02/cross_entropy_label_smoothing"] = [](RunContext& c) {
+    return run_cross_entropy(c, {.alpha = 0.1f});
+  };
+  out["lab02/cross_entropy_large_logits"] = [](RunContext& c) {
+    return run_cross_entropy(c, {.scale = 1000.f});
+  };
+  out["lab02/cross_entropy_bad_inputs"] = run_cross_entropy_bad_inputs;
+  out["lab02/transformer_layer"] = layer::run_layer;
+  out["lab02/transformer_layer_checks_seq"] = layer::run_layer_wrong_seq;
+  out["lab02/rng_tracker"] = run_rng;
+  out["lab02/rng_tracker_nested_forks"] = run_rng_nested;
+  out["lab02/rng_tracker_refusals"] = run_rng_refusals;
+  out["lab02/gpt_step"] = run_gpt_step;
+}
+
+}  // namespace tpsp::checkers

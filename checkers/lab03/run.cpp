@@ -1,0 +1,82 @@
+// lab03 on the ranks: the learner's sequence-parallel mappings and gradient reduction (the SP layer
+// runs from checkers/layer/run.cpp).
+#include "checkers/layer/run.h"
+
+#include "checkers/lab03/lab03.h"
+#include "checkers/run_context.h"
+#include "engine/model/finalize_grads.h"
+#include "engine/tensor_parallel/mappings.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using namespace lab03;
+
+/// Each SP pair on integer tensors, each forward and each backward in its own phase.
+RankOutputs run_sp_mappings(RunContext& ctx) {
+  using namespace tensor_parallel;
+  const int n = ctx.size(), r = ctx.rank();
+  comm::ProcessGroup& tp = *ctx.tp;
+  const Tensor x = sp_x(ctx.seed), dz = sp_dz(ctx.seed);
+  const Tensor x_shard = chunk(x, 0, r, n), dz_shard = chunk(dz, 0, r, n);
+  const Tensor dgather = rank_input(ctx.seed, "sp.dgather", r),
+               partial = rank_input(ctx.seed, "sp.partial", r);
+  RankOutputs out;
+  auto phase = [&](const char* name, const char* call, const Tensor& in, auto&& fn) {
+    ctx.begin_phase(name);
+    return guarded(call, {{"input", &in}}, fn).clone();
+  };
+  out["gather_forward"] =
+      phase("gather.forward", "gather_from_sequence_parallel_region.forward", x_shard,
+            [&] { return gather_from_sequence_parallel_region.forward(x_shard, tp, "check.ag"); });
+  out["gather_backward"] =
+      phase("gather.backward", "gather_from_sequence_parallel_region.backward", dgather,
+            [&] { return gather_from_sequence_parallel_region.backward(dgather, tp, "check.ag"); });
+  const GatherFromSequenceParallelRegion gather_whole_grad{.tensor_parallel_output_grad = false};
+  out["gather_whole_grad_backward"] =
+      phase("gather_whole_grad.backward", "gather_from_sequence_parallel_region.backward", dz,
+            [&] { return gather_whole_grad.backward(dz, tp, "check.ag_whole_grad"); });
+  out["reduce_scatter_forward"] =
+      phase("reduce_scatter.forward", "reduce_scatter_to_sequence_parallel_region.forward", partial,
+            [&] { return reduce_scatter_to_sequence_parallel_region.forward(partial, tp, "check.rs"); });
+  out["reduce_scatter_backward"] =
+      phase("reduce_scatter.backward", "reduce_scatter_to_sequence_parallel_region.backward", dz_shard,
+            [&] { return reduce_scatter_to_sequence_parallel_region.backward(dz_shard, tp, "check.rs"); });
+  out["scatter_forward"] = phase("scatter.forward", "scatter_to_sequence_parallel_region.forward", x, [&] {
+    return scatter_to_sequence_parallel_region.forward(x, tp, "check.scatter");
+  });
+  out["scatter_backward"] =
+      phase("scatter.backward", "scatter_to_sequence_parallel_region.backward", dz_shard,
+            [&] { return scatter_to_sequence_parallel_region.backward(dz_shard, tp, "check.scatter"); });
+  return out;
+}
+
+/// Each rank holds partial gradients of replicated parameters (its own tokens' share); after the
+/// reduction every rank must hold their sum.
+RankOutputs run_sp_grad_sync(RunContext& ctx) {
+  const int r = ctx.rank();
+  Tensor gamma = sync_grad(ctx.seed, "gamma", r), beta = sync_grad(ctx.seed, "beta", r),
+         bias = sync_grad(ctx.seed, "bias", r);
+  ctx.begin_phase("grad_sync");
+  model::allreduce_sequence_parallel_grads({&gamma, &beta, &bias}, *ctx.tp);
+  return {{"layernorm.dgamma", gamma}, {"layernorm.dbeta", beta}, {"row_bias.dbias", bias}};
+}
+
+}  // namespace
+
+void register_lab03_runs(std::map<std::string, RunFn>& out) {
+  out["lab03/sp_mappings"] = run_sp_mappings;
+  out["lab03/sp_grad_sync"] = run_sp_grad_sync;
+  out["lab03/sp_transformer_layer"] = [](RunContext& c) {
+    c.sp = true;
+    return layer::run_layer(c);
+  };
+  out["lab03/sp_activation_memory"] = [](RunContext& c) {
+    c.sp = true;
+    return layer::run_layer_memory(c);
+  };
+  out["lab03/gpt_step"] = run_gpt_step;
+}
+
+}  // namespace tpsp::checkers

@@ -1,0 +1,151 @@
+#include "checkers/rank/where.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tpsp::checkers {
+
+namespace {
+
+pthread_t g_main;
+std::atomic<int> g_rank{-1};
+
+struct Frame {
+  std::string function;  // demangled, or "" when the symbol is not exported
+  bool in_exe = false;   // in this executable (not a shared library)
+  uintptr_t offset = 0;  // return address − 1, relative to the module's load address
+};
+
+void print_where(int);
+
+Frame describe(void* pc) {
+  Frame f;
+  Dl_info info{}, self{};
+  if (dladdr(pc, &info) == 0) return f;
+  f.in_exe = dladdr(reinterpret_cast<void*>(&print_where), &self) != 0 && self.dli_fbase == info.dli_fbase;
+  f.offset = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase) - 1;
+  if (info.dli_sname) {
+    int status = 0;
+    char* name = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+    f.function = status == 0 && name ? name : info.dli_sname;
+    std::free(name);
+  }
+  return f;
+}
+
+/// A demangled name without its argument and template lists ("ns::Class::f", "…::{lambda#1}::operator"),
+/// which are noise when the question is only "which function".
+std::string short_name(const std::string& name) {
+  std::string out;
+  int depth = 0;
+  for (char c : name) {
+    if (c == '(' || c == '<')
+      ++depth;
+    else if ((c == ')' || c == '>') && depth > 0)
+      --depth;
+    else if (depth == 0)
+      out += c;
+  }
+  if (const auto clone = out.find(" [clone"); clone != std::string::npos) out.resize(clone);
+  return out;
+}
+
+/// The path from the project's top folders on ("labs/lab00_collectives/ring_collectives.cpp:60").
+std::string short_path(const std::string& where) {
+  for (const char* top : {"/labs/", "/engine/", "/checkers/", "/reference/", "/mutants/"})
+    if (const auto p = where.rfind(top); p != std::string::npos) return where.substr(p + 1);
+  return where;
+}
+
+/// "function at file:line" for the frames of this executable, from addr2line (binutils) when it is
+/// installed; empty strings where it is not.
+std::vector<std::string> source_lines(const std::vector<Frame>& frames, const std::string& exe) {
+  std::vector<std::string> out(frames.size());
+  std::string cmd = "addr2line -f -C -e '" + exe + "'";
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < frames.size(); ++i)
+    if (frames[i].in_exe) {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, " 0x%lx", static_cast<unsigned long>(frames[i].offset));
+      cmd += hex;
+      which.push_back(i);
+    }
+  if (which.empty()) return out;
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return out;
+  char fn[4096], loc[4096];
+  for (std::size_t k = 0; k < which.size() && std::fgets(fn, sizeof fn, p) && std::fgets(loc, sizeof loc, p);
+       ++k) {
+    fn[std::strcspn(fn, "\n")] = 0;
+    loc[std::strcspn(loc, "\n")] = 0;
+    std::string where = loc;
+    if (const auto cut = where.find(" (discriminator"); cut != std::string::npos) where.resize(cut);
+    if (where.rfind("??", 0) != 0) out[which[k]] = short_name(fn) + " at " + short_path(where);
+  }
+  pclose(p);
+  return out;
+}
+
+/// Runs on the main thread (SIGUSR2 from the watcher): prints the stack and exits.
+void print_where(int) {
+  void* pcs[64];
+  const int n = backtrace(pcs, 64);
+  char exe_buf[4096] = {0};
+  const ssize_t len = readlink("/proc/self/exe", exe_buf, sizeof exe_buf - 1);
+  const std::string exe = len > 0 ? std::string(exe_buf, static_cast<std::size_t>(len)) : "";
+  std::vector<Frame> frames;
+  for (int i = 2; i < n; ++i) frames.push_back(describe(pcs[i]));  // 0: this handler, 1: the trampoline
+  const std::vector<std::string> lines = source_lines(frames, exe);
+  std::fprintf(stderr, "rank %d was stopped (SIGTERM: its time budget ran out, or a peer failed) while in:\n",
+               g_rank.load());
+  int shown = 0;
+  for (std::size_t i = 0; i < frames.size() && shown < 12; ++i) {
+    const Frame& f = frames[i];
+    if (f.function == "main" || f.function.rfind("__libc_start", 0) == 0) break;
+    const std::string text = !lines[i].empty() ? lines[i] : short_name(f.function);
+    // Skip what says nothing about the learner's code: unnamed libc internals, the standard library.
+    if (text.empty() || text.find(" at /usr/") != std::string::npos || text.rfind("std::", 0) == 0) continue;
+    std::fprintf(stderr, "  #%d %s\n", shown++, text.c_str());
+  }
+  std::fflush(stderr);
+  _exit(128 + SIGTERM);
+}
+
+}  // namespace
+
+void report_where_on_sigterm() {
+  g_main = pthread_self();
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = print_where;
+  sigaction(SIGUSR2, &sa, nullptr);
+  std::thread([term] {
+    int sig = 0;
+    sigwait(&term, &sig);
+    pthread_kill(g_main, SIGUSR2);
+    sleep(3);  // the main thread normally exits from print_where first
+    _exit(128 + SIGTERM);
+  }).detach();
+}
+
+void set_where_rank(int rank) {
+  g_rank = rank;
+}
+
+}  // namespace tpsp::checkers

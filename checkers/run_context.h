@@ -1,0 +1,74 @@
+// A checker scenario as the RANKS see it: a function run on every rank of a TP group, linked with
+// the learner's files, that calls the learner's code on the scenario's inputs and returns the
+// rank's local tensors by name. It declares nothing about where those tensors belong: the grader
+// takes placements, expected values and patterns from checkers/scenario.h only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkers/inputs.h"
+#include "engine/comm/process_group.h"
+#include "engine/parallel_state.h"
+#include "engine/tensor.h"
+
+namespace tpsp::checkers {
+
+/// Where a scenario runs: this rank's TP group (size tp, rank r; the world may hold several TP
+/// groups: dp × tp), the layout, SP on/off and the check's seed. begin_phase("forward") /
+/// ("backward") files the calls recorded from then on under that phase.
+struct RunContext {
+  comm::ProcessGroup* tp = nullptr;
+  ParallelState* ps = nullptr;
+  bool sp = false;
+  uint64_t seed = 0;
+  std::function<void(const std::string&)> begin_phase = [](const std::string&) {};
+  int size() const { return tp->size(); }
+  int rank() const { return tp->rank(); }
+};
+
+/// This rank's local tensor of every output, by name.
+using RankOutputs = std::map<std::string, Tensor>;
+using RunFn = std::function<RankOutputs(RunContext&)>;
+
+/// Every scenario's rank function, by id "labNN/name".
+const std::map<std::string, RunFn>& all_runs();
+
+// Registration, one function per lab (checkers/labNN/run.cpp).
+void register_lab00_runs(std::map<std::string, RunFn>& out);
+void register_lab01_runs(std::map<std::string, RunFn>& out);
+void register_lab02_runs(std::map<std::string, RunFn>& out);
+void register_lab03_runs(std::map<std::string, RunFn>& out);
+/// The rank function of the whole-model scenario (checkers/gpt_step/run.cpp).
+RankOutputs run_gpt_step(RunContext& ctx);
+
+/// Takes fingerprints (64-bit FNV-1a of the bytes) of the tensors a call receives as const; check()
+/// throws ShapeError naming the call and the tensor if the call wrote into one of them (through a
+/// shared-storage copy of the handle, or a const_cast).
+class InputGuard {
+ public:
+  InputGuard(std::string call, std::initializer_list<std::pair<const char*, const Tensor*>> inputs);
+  void check() const;
+
+ private:
+  std::string call_;
+  std::vector<std::pair<std::string, const Tensor*>> inputs_;
+  std::vector<uint64_t> hashes_;
+};
+
+/// Calls fn() and then checks that it left every listed input unchanged (InputGuard).
+template <class F>
+auto guarded(const std::string& call, std::initializer_list<std::pair<const char*, const Tensor*>> inputs,
+             F&& fn) {
+  InputGuard g(call, inputs);
+  auto out = fn();
+  g.check();
+  return out;
+}
+
+}  // namespace tpsp::checkers

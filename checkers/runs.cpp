@@ -1,0 +1,45 @@
+#include <cstring>
+
+#include "checkers/run_context.h"
+#include "engine/error.h"
+
+namespace tpsp::checkers {
+
+const std::map<std::string, RunFn>& all_runs() {
+  static const std::map<std::string, RunFn> all = [] {
+    std::map<std::string, RunFn> m;
+    register_lab00_runs(m);
+    register_lab01_runs(m);
+    register_lab02_runs(m);
+    register_lab03_runs(m);
+    return m;
+  }();
+  return all;
+}
+
+namespace {
+uint64_t fnv1a(const Tensor& t) {
+  uint64_t h = 14695981039346656037ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(t.data());
+  for (std::size_t i = 0; i < t.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+InputGuard::InputGuard(std::string call, std::initializer_list<std::pair<const char*, const Tensor*>> inputs)
+    : call_(std::move(call)) {
+  for (const auto& [name, t] : inputs) {
+    inputs_.emplace_back(name, t);
+    hashes_.push_back(fnv1a(*t));
+  }
+}
+
+void InputGuard::check() const {
+  for (std::size_t i = 0; i < inputs_.size(); ++i)
+    if (fnv1a(*inputs_[i].second) != hashes_[i])
+      throw ShapeError(call_ + " wrote into its input '" + inputs_[i].first +
+                       "', which it receives as const: a Tensor copy shares storage (Tensor y = x; then "
+                       "writing y writes x) — clone() before modifying, or write into a new tensor");
+}
+
+}  // namespace tpsp::checkers
