@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test test-plain test-asan demo labs lab00 lab01 lab02 lab03 release format clean
+.PHONY: all deps full-repo build build-asan test test-plain test-asan demo labs lab00 lab01 lab02 lab03 release format clean
 
 all: build
 
@@ -24,10 +24,14 @@ build-asan: deps
 ## make test: build plain and ASan+UBSan configurations and run every test in both.
 test: test-plain test-asan
 
-test-plain: build
+## A learner copy (make release) ships no tests/: say so instead of passing on nothing.
+full-repo:
+	@if [ -f RELEASE ]; then echo "make test: this learner copy holds no project tests (tests/ is not shipped); grade your labs with ./check --all"; exit 2; fi
+
+test-plain: full-repo build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: build-asan
+test-asan: full-repo build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 ## make demo: build, then train the TP+SP GPT and the single-process reference on Genesis and compare.
@@ -45,7 +49,7 @@ labs: lab00 lab01 lab02 lab03
 
 ## make release: write a learner copy (solutions stripped to the skeletons) to $(RELEASE_DIR).
 RELEASE_DIR ?= out/release/tpsp
-release:
+release: full-repo
 	tools/make_release.sh $(RELEASE_DIR)
 
 format:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Writes a learner copy of the repository to DEST: every tracked file, except the project's own
-# tests and the checker's mutants, with each lab-owned engine file replaced by its skeleton
-# (tools/strip_solutions.py). The copy builds, its checks fail cleanly with "not implemented yet",
-# and it holds no solution body. Refuses to write into an existing DEST (it may hold someone's work).
+# Writes a learner copy of the repository to DEST: every tracked file except the project's own tests,
+# the checker's mutants and the lab-owned engine files (the solutions). In the copy each lab's code
+# lives once, in labs/labNN_*/ (the skeletons: tools/strip_solutions.py), and the build takes every
+# lab from there (cmake/labs.cmake, TPSP_LEARNER_COPY). The README keeps what the copy holds: blocks
+# between "<!-- full-repo -->" and "<!-- /full-repo -->" are dropped, "<!-- learner-copy" blocks are
+# shown. Refuses to write into an existing DEST (it may hold someone's work).
 set -euo pipefail
 dest=${1:?usage: make_release.sh DEST}
 top=$(git rev-parse --show-toplevel)
@@ -11,13 +13,23 @@ if [ -e "$dest" ]; then
   echo "make_release: $dest already exists; choose another RELEASE_DIR or remove it yourself" >&2
   exit 1
 fi
+lab_files=$(/usr/bin/python3 tools/strip_solutions.py --lab-files)
 mkdir -p "$dest"
-git ls-files -z | grep -zvE '^(tests/|checkers/mutants/)' | xargs -0 cp --parents -t "$dest"
-/usr/bin/python3 tools/strip_solutions.py --lab-files | while read -r lab engine skeleton; do
-  /usr/bin/python3 tools/strip_solutions.py "$engine" > "$dest/$engine"
-  cp "$dest/$engine" "$dest/$skeleton"
-done
-echo "learner copy of tpsp: the lab solutions are stripped (see labs/*/README.md)" > "$dest/RELEASE"
+{
+  git ls-files -z | grep -zvE '^(tests/|checkers/mutants/)'
+} | grep -zvxF -f <(awk '{print $2}' <<<"$lab_files") | xargs -0 cp --parents -t "$dest"
+while read -r _ engine skeleton; do
+  /usr/bin/python3 tools/strip_solutions.py "$engine" > "$dest/$skeleton"
+done <<<"$lab_files"
+/usr/bin/python3 - "$dest/README.md" <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r"<!-- full-repo -->.*?<!-- /full-repo -->\n?", "", s, flags=re.S)
+s = re.sub(r"<!-- learner-copy\n(.*?)-->\n?", r"\1", s, flags=re.S)
+open(p, "w").write(s)
+PY
+echo "learner copy of tpsp: the lab solutions are stripped; each lab's code is in labs/ (see README.md)" > "$dest/RELEASE"
 if grep -rlE '^[[:space:]]*// (BEGIN|END) SOLUTION[[:space:]]*$' "$dest" --include='*.cpp' --include='*.h'; then
   echo "make_release: a solution block survived in the files above" >&2
   exit 1

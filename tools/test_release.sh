@@ -1,23 +1,78 @@
 #!/usr/bin/env bash
-# Test of `make release`: the learner copy holds no solution body, builds, and its check of a lab
-# fails cleanly with "not implemented yet" (not a crash of the checker). Usage: test_release.sh
+# Test of `make release`: the learner copy is a complete product that grades itself.
+#  1. It holds no solution (no lab-owned engine file, no solution block) and no tests/; its README
+#     shows the copy's set-up and hides the full repository's.
+#  2. As shipped (every lab a skeleton) ./check fails cleanly with "not implemented yet", and
+#     ./check --solution is refused in one line.
+#  3. A learner who did only lab03: lab03's own scenarios pass; the ones that need lab01/lab02 code
+#     say NEEDS and name it; make demo says in one line that the labs are not finished.
+#  4. A perfect learner (the engine's solutions typed into labs/): ./check --all passes every run and
+#     the demo's TP+SP run equals the reference.
+# Built at -O0 (the quickest build). Usage: test_release.sh
 set -euo pipefail
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/tpsp-release-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
 cd "$top"
-tools/make_release.sh "$work/tpsp"
+tools/make_release.sh "$work/tpsp" >/dev/null
+lab_files=$(/usr/bin/python3 tools/strip_solutions.py --lab-files)
+copy_solutions() {  # copy_solutions LAB...: the engine's solution files of those labs into the copy's labs/
+  for lab in "$@"; do
+    while read -r l engine skeleton; do
+      [ "$l" = "$lab" ] && cp "$top/$engine" "$work/tpsp/$skeleton"
+    done <<<"$lab_files"
+  done
+  return 0
+}
 cd "$work/tpsp"
-test -f RELEASE
-! grep -rqE '^[[:space:]]*// (BEGIN|END) SOLUTION[[:space:]]*$' --include='*.cpp' --include='*.h' .
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug -DTPSP_WITH_CUDA=OFF >/dev/null  # -O0: the quickest build
-cmake --build build -j "$(nproc)" --target lab03 >/dev/null
+
+echo "== 1. what the copy holds"
+test -f RELEASE || fail "no RELEASE marker"
+! grep -rqE '^[[:space:]]*// (BEGIN|END) SOLUTION[[:space:]]*$' --include='*.cpp' --include='*.h' . || fail "solution block"
+while read -r _ engine _; do [ ! -e "$engine" ] || fail "$engine (a solution) is in the copy"; done <<<"$lab_files"
+[ ! -e tests ] && [ ! -e checkers/mutants ] || fail "tests/ or checkers/mutants/ shipped"
+! grep -q '<!--' README.md || fail "README keeps a full-repo/learner-copy marker"
+! grep -q 'make test' README.md || fail "README of the copy mentions make test"
+grep -q 'learner copy' README.md || fail "README does not say it is a learner copy"
+
+echo "== 2. as shipped"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug -DTPSP_WITH_CUDA=OFF >/dev/null
 set +e
-out=$(./check lab03 --tp 2 --seed 3 2>&1)
-code=$?
+out=$(./check lab03 --tp 2 --seed 3 2>&1); code=$?
 set -e
-printf '%s\n' "$out"
-[ "$code" -eq 1 ] || { echo "expected ./check to fail (exit 1), got $code"; exit 1; }
-grep -q 'not implemented yet: lab03' <<<"$out" || { echo "no 'not implemented yet' guidance"; exit 1; }
-grep -Eq '^0 passed, [1-9][0-9]* failed' <<<"$out" || { echo "no summary line"; exit 1; }
-echo "learner copy: builds, no solution bodies, checks fail cleanly"
+printf '%s\n' "$out" | tail -n 5
+[ "$code" -eq 1 ] || fail "./check of the skeletons: expected exit 1, got $code"
+grep -q 'not implemented yet: lab03' <<<"$out" || fail "no 'not implemented yet' guidance"
+grep -Eq '^0 passed, [1-9][0-9]* failed' <<<"$out" || fail "no summary line"
+set +e
+out=$(./check lab01 --solution 2>&1); code=$?
+set -e
+[ "$code" -eq 2 ] && grep -q 'does not hold' <<<"$out" || fail "--solution not refused in one line: $out"
+
+echo "== 3. only lab03 done"
+copy_solutions lab03
+set +e
+out=$(./check lab03 --seed 4 2>&1); code=$?
+set -e
+printf '%s\n' "$out" | grep -E 'NEEDS|needs|passed' | head -n 8
+[ "$code" -eq 1 ] || fail "expected exit 1 (runs need other labs), got $code"
+grep -Eq '^[1-9][0-9]* passed, 0 failed, [1-9][0-9]* need another lab.s code' <<<"$out" || fail "lab03's own scenarios"
+grep -q 'needs lab0[12] ' <<<"$out" || fail "no 'needs labNN' line"
+! grep -q 'FAIL' <<<"$out" || fail "a run failed instead of saying NEEDS"
+set +e
+out=$(cmake --build build --target tpsp-demo tpsp-train >/dev/null && build/bin/tpsp-demo --steps 2 --out "$work/demo" 2>&1); code=$?
+set -e
+[ "$code" -eq 2 ] && grep -q 'not finished yet' <<<"$out" || fail "demo with unfinished labs: exit $code: $(tail -n 3 <<<"$out")"
+
+echo "== 4. a perfect learner"
+copy_solutions lab00 lab01 lab02
+set +e
+out=$(./check --all --seed 5 2>&1); code=$?
+set -e
+printf '%s\n' "$out" | tail -n 2
+[ "$code" -eq 0 ] && grep -Eq '^[1-9][0-9]* passed, 0 failed$' <<<"$out" || fail "./check --all of the perfect learner"
+cmake --build build --target tpsp-demo tpsp-train >/dev/null
+out=$(build/bin/tpsp-demo --steps 3 --out "$work/demo" 2>&1) || fail "demo: $(tail -n 5 <<<"$out")"
+grep -q 'verdict: MATCH' <<<"$out" || fail "demo verdict"
+echo "learner copy: no solutions, grades itself (skeletons, lab03 only, every lab), demo works"

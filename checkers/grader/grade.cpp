@@ -14,6 +14,7 @@
 #include "checkers/grader/diagnose.h"
 #include "checkers/inputs.h"
 #include "engine/io/npy.h"
+#include "engine/lab_todo.h"
 #include "engine/ops/elementwise.h"
 
 namespace tpsp::checkers {
@@ -86,25 +87,6 @@ std::string rank_name(const Layout& l, int world_rank) {
   if (l.dp == 1) return "rank " + std::to_string(world_rank);
   return fmt::format("rank {} of replica {} (world rank {})", world_rank % l.tp, world_rank / l.tp,
                      world_rank);
-}
-
-/// A TODO message "not implemented yet: lab02 what: text (file:line)" → {lab, what, where}.
-struct Todo {
-  std::string lab, what, where;
-};
-Todo parse_todo(const std::string& msg) {
-  Todo t;
-  const std::string head = "not implemented yet: ";
-  std::string rest = msg.rfind(head, 0) == 0 ? msg.substr(head.size()) : msg;
-  t.lab = rest.substr(0, rest.find(' '));
-  t.what = rest.substr(0, rest.find(": "));
-  if (const auto open = rest.rfind(" ("); open != std::string::npos && rest.back() == ')') {
-    t.where = rest.substr(open + 2, rest.size() - open - 3);
-    // Show the path from the repository's labs/ or engine/ folder on.
-    for (const char* top : {"/labs/", "/engine/"})
-      if (const auto p = t.where.rfind(top); p != std::string::npos) t.where = t.where.substr(p + 1);
-  }
-  return t;
 }
 
 /// Compares the calls each rank recorded with the pattern; "" or the first rank's differences.
@@ -255,11 +237,10 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
   for (int w = 0; w < world; ++w)
     if (results[w].is_object() && results[w].value("status", "") == "todo") {
       const std::string msg = results[w].value("message", "");
-      const Todo t = parse_todo(msg);
+      const LabTodo t = parse_lab_todo(msg);
       if (t.lab != sc.lab) {
         res.verdict = Verdict::needs_other;
-        res.problems.push_back(fmt::format("needs {}{}, not implemented in your copy yet", t.what,
-                                           t.where.empty() ? "" : " (" + t.where + ")"));
+        res.problems.push_back("needs " + t.brief() + ", not implemented in your copy yet");
       } else {
         res.verdict = Verdict::todo;
         res.problems.push_back(msg);

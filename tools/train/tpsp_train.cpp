@@ -5,6 +5,8 @@
 //                     without SP
 //   DIR/params/*.npy  every parameter after training, gathered whole (vocabulary padding dropped)
 //   DIR/trace.json    Chrome trace of that step's communication (open in Perfetto)
+// A rank that reaches an unimplemented lab TODO (a learner copy) writes its message to
+// DIR/not_implemented.txt and exits 3.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "engine/comm/env.h"
 #include "engine/error.h"
 #include "engine/io/npy.h"
+#include "engine/lab_todo.h"
 #include "engine/model/gpt.h"
 #include "engine/parallel_state.h"
 #include "engine/train/data.h"
@@ -119,6 +122,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o, out_dir);
+  } catch (const tpsp::NotImplemented& e) {
+    // A learner copy runs the learner's lab code: say which TODO stopped the run (tpsp-demo shows it).
+    std::ofstream(out_dir + "/not_implemented.txt") << e.what() << "\n";
+    std::fprintf(stderr, "tpsp-train: %s\n", e.what());
+    return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tpsp-train: error: %s\n", e.what());
     return 1;
