@@ -112,9 +112,17 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
       return "this rank returned the whole tensor " + shape_str(got.shape()) +
              " where it should hold only its shard " + shape_str(want.shape()) + " (chunk " +
              std::to_string(rank) + " of dim " + std::to_string(split_dim) + ")";
-    if (dg.placement.is_replicate() && got.dim() >= 1 && want.dim() >= 1 && got.size(0) * n == want.size(0))
-      return "this rank holds " + shape_str(got.shape()) +
-             ", 1/tp of the rows: the gather along the sequence is missing";
+    if (dg.placement.is_replicate() && got.dim() >= 1 && got.dim() == want.dim()) {
+      Shape rows = got.shape(), last = got.shape();
+      rows[0] *= n, last.back() *= n;
+      if (rows == want.shape())
+        return "this rank holds " + shape_str(got.shape()) +
+               ", 1/tp of the rows: the gather along the sequence is missing";
+      if (last == want.shape())
+        return "this rank holds " + shape_str(got.shape()) +
+               ", 1/tp of the last dim: the all-gather along the last dim (e.g. scatter's backward) is "
+               "missing";
+    }
     return "shape " + shape_str(got.shape()) + " where " + shape_str(want.shape()) + " is expected";
   }
   if (all_zero(got) && !all_zero(want))
@@ -127,8 +135,9 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
         dg.passes, dg.passes);
   if (n > 1 && all_close(got, scaled(want, static_cast<float>(n)), rtol, atol))
     return "×tp: every value is tp=" + std::to_string(n) +
-           " times too large — the same sum was taken twice (an all-reduce in both directions, or in both f "
-           "and g)";
+           " times too large — the same sum was taken twice (an all-reduce in both directions, in both f and "
+           "g, "
+           "or a reduction of values that were already whole)";
   if (n > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(n)), rtol, atol))
     return "÷tp: every value is tp=" + std::to_string(n) +
            " times too small — averaged where it must be summed";

@@ -160,13 +160,15 @@ void check_outputs(const ExpectedOutputs& want, const Layout& layout, int replic
           same ? compare_output(name + " (summed over the TP ranks)", whole, {sum}, 0, tol)
                : fmt::format("{}: a partial sum of shape {} is expected on every rank, got {} on rank 0",
                              name, shape_str(spec.whole.shape()), shape_str(got[0].shape()));
-      if (!p.empty()) problems.push_back(layout.dp > 1 ? fmt::format("{} [replica {}]", p, replica) : p);
+      if (!p.empty()) problems.push_back(layout.dp > 1 ? fmt::format("replica {}: {}", replica, p) : p);
       continue;
     }
     for (int r = 0; r < layout.tp; ++r) {
       std::string p = compare_output(name, spec, got, r, tol);
       if (p.empty()) continue;
-      if (layout.dp > 1) p += fmt::format(" [replica {}, world rank {}]", replica, replica * layout.tp + r);
+      if (layout.dp > 1)  // name the replica in the first line: "y on rank 1 of replica 1 (world rank 3) (…)"
+        if (const std::string at = fmt::format(" on rank {} (", r); p.find(at) != std::string::npos)
+          p.replace(p.find(at), at.size() - 1, " on " + rank_name(layout, replica * layout.tp + r) + " ");
       problems.push_back(p);
       break;  // one rank per tensor is enough to read
     }
@@ -258,12 +260,11 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
   if (!res.problems.empty() || !missing.empty()) {
     // An error on one rank is often the echo of another rank's crash, hang or skipped call: show
     // which ranks never finished and what the launcher saw.
-    if (!missing.empty() || run.launcher_code != 0)
+    if (!missing.empty())
       res.problems.push_back(fmt::format(
           "{}; the launcher exited {} (a crash, a run past its time budget, or a desynchronised collective). "
           "Its last lines:\n{}",
-          missing.empty() ? "every rank wrote a result" : "ranks without a result: " + missing,
-          run.launcher_code, last_lines(run.launcher_log, 16)));
+          "ranks without a result: " + missing, run.launcher_code, last_lines(run.launcher_log, 16)));
     return res;
   }
   // 2. Numbers: every output of every replica against the expected whole tensor.
