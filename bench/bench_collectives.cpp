@@ -27,7 +27,7 @@
 
 #include "engine/comm/cost_model.h"
 #include "engine/comm/env.h"
-#include "engine/comm/gloo/gloo_process_group.h"
+#include "engine/comm/gloo/gloo_backend.h"
 
 using tpsp::Shape;
 using tpsp::Tensor;
@@ -142,9 +142,9 @@ OpCase make_case(tpsp::comm::ProcessGroup& pg, const std::string& op, int64_t by
 /// Raw Gloo ring all-reduce of `bytes` on the group's own context, bypassing the group's queue,
 /// fingerprints and recorder: the floor for all_reduce.
 std::function<void()> make_raw_gloo_allreduce(tpsp::comm::ProcessGroup& pg, int64_t bytes) {
-  auto* gpg = dynamic_cast<tpsp::comm::GlooProcessGroup*>(&pg);
+  auto& gloo = dynamic_cast<tpsp::comm::GlooBackend&>(pg.backend());
   auto buf = std::make_shared<std::vector<float>>(static_cast<std::size_t>(bytes / 4), 1.0f);
-  auto ctx = gpg->gloo_context();
+  auto ctx = gloo.context();
   return [ctx, buf] {
     gloo::AllreduceOptions o(ctx);
     o.setOutput(buf->data(), buf->size());

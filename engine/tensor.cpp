@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/bf16.h"
 #include "engine/error.h"
 
 namespace tpsp {
@@ -17,6 +18,10 @@ const char* dtype_name(DType dt) {
       return "f16";
   }
   return "?";
+}
+
+const char* device_name(Device d) {
+  return d == Device::cpu ? "cpu" : "cuda";
 }
 
 std::size_t dtype_size(DType dt) {
@@ -43,11 +48,33 @@ Tensor::Tensor() : shape_{0} {}
 Tensor::Tensor(Shape shape, DType dtype, Device device)
     : shape_(std::move(shape)), dtype_(dtype), device_(device) {
   for (int64_t e : shape_) TPSP_CHECK(e >= 0, "negative extent in shape ", shape_str(shape_));
-  TPSP_CHECK(dtype == DType::f32 && device == Device::cpu, "tensor storage for dtype ", dtype_name(dtype),
-             " on ", device == Device::cpu ? "cpu" : "cuda",
-             " is not available in the CPU engine (only f32 on cpu)");
+  TPSP_CHECK(dtype != DType::f16 && device == Device::cpu, "tensor storage for dtype ", dtype_name(dtype),
+             " on ", device_name(device), " is not available in this build (f32 and bf16 on cpu)");
   numel_ = shape_numel(shape_);
-  storage_ = std::shared_ptr<float[]>(new float[static_cast<std::size_t>(std::max<int64_t>(numel_, 1))]());
+  storage_ = std::shared_ptr<unsigned char[]>(
+      new unsigned char[static_cast<std::size_t>(std::max<int64_t>(numel_, 1)) * dtype_size(dtype)]());
+}
+
+float* Tensor::data() {
+  if (!storage_) return nullptr;
+  TPSP_CHECK(dtype_ == DType::f32, "data(): the tensor ", shape_str(shape_), " is ", dtype_name(dtype_),
+             ", not f32 (use to(DType::f32) or data_bf16())");
+  return reinterpret_cast<float*>(storage_.get()) + offset_;
+}
+
+const float* Tensor::data() const {
+  return const_cast<Tensor*>(this)->data();
+}
+
+uint16_t* Tensor::data_bf16() {
+  if (!storage_) return nullptr;
+  TPSP_CHECK(dtype_ == DType::bf16, "data_bf16(): the tensor ", shape_str(shape_), " is ", dtype_name(dtype_),
+             ", not bf16");
+  return reinterpret_cast<uint16_t*>(storage_.get()) + offset_;
+}
+
+const uint16_t* Tensor::data_bf16() const {
+  return const_cast<Tensor*>(this)->data_bf16();
 }
 
 Tensor Tensor::zeros(const Shape& shape) {
@@ -83,25 +110,36 @@ float& Tensor::at(int64_t flat) {
 }
 
 float Tensor::at(int64_t flat) const {
+  if (dtype_ == DType::bf16) {
+    TPSP_CHECK(flat >= 0 && flat < numel_, "flat index ", flat, " is out of range for shape ",
+               shape_str(shape_));
+    return bf16_to_f32(data_bf16()[flat]);
+  }
   return const_cast<Tensor*>(this)->at(flat);
 }
 
-float& Tensor::at(std::initializer_list<int64_t> idx) {
-  TPSP_CHECK(static_cast<int64_t>(idx.size()) == dim(), "index of ", idx.size(),
-             " coordinates for a tensor of shape ", shape_str(shape_));
+namespace {
+int64_t flat_index(const Shape& shape, std::initializer_list<int64_t> idx) {
+  TPSP_CHECK(idx.size() == shape.size(), "index of ", idx.size(), " coordinates for a tensor of shape ",
+             shape_str(shape));
   int64_t flat = 0;
   std::size_t d = 0;
   for (int64_t i : idx) {
-    TPSP_CHECK(i >= 0 && i < shape_[d], "index ", i, " is out of range [0, ", shape_[d], ") in dim ", d,
-               " of shape ", shape_str(shape_));
-    flat = flat * shape_[d] + i;
+    TPSP_CHECK(i >= 0 && i < shape[d], "index ", i, " is out of range [0, ", shape[d], ") in dim ", d,
+               " of shape ", shape_str(shape));
+    flat = flat * shape[d] + i;
     ++d;
   }
-  return data()[flat];
+  return flat;
+}
+}  // namespace
+
+float& Tensor::at(std::initializer_list<int64_t> idx) {
+  return data()[flat_index(shape_, idx)];
 }
 
 float Tensor::at(std::initializer_list<int64_t> idx) const {
-  return const_cast<Tensor*>(this)->at(idx);
+  return at(flat_index(shape_, idx));
 }
 
 Tensor Tensor::slice0(int64_t begin, int64_t end) const {
@@ -125,8 +163,15 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(shape_);
-  if (numel_) std::memcpy(t.data(), data(), nbytes());
+  Tensor t(shape_, dtype_, device_);
+  if (numel_) std::memcpy(t.raw_data(), raw_data(), nbytes());
+  return t;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor t(shape_, dtype, device_);
+  t.copy_from(*this);
   return t;
 }
 
@@ -143,21 +188,41 @@ Tensor Tensor::narrow_copy(int64_t d, int64_t start, int64_t length) const {
   for (int64_t i = dd + 1; i < nd; ++i) inner *= shape_[static_cast<std::size_t>(i)];
   Shape out_shape = shape_;
   out_shape[static_cast<std::size_t>(dd)] = length;
-  Tensor out(out_shape);
-  for (int64_t o = 0; o < outer; ++o) {
-    const float* src = data() + (o * extent + start) * inner;
-    std::copy(src, src + length * inner, out.data() + o * length * inner);
-  }
+  Tensor out(out_shape, dtype_, device_);
+  const std::size_t es = elem_size();
+  const auto* in = static_cast<const unsigned char*>(raw_data());
+  auto* dst = static_cast<unsigned char*>(out.raw_data());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + static_cast<std::size_t>(o * length * inner) * es,
+                in + static_cast<std::size_t>((o * extent + start) * inner) * es,
+                static_cast<std::size_t>(length * inner) * es);
   return out;
 }
 
 void Tensor::fill(float value) {
+  if (dtype_ == DType::bf16) {
+    std::fill(data_bf16(), data_bf16() + numel_, f32_to_bf16(value));
+    return;
+  }
   std::fill(data(), data() + numel_, value);
 }
 
 void Tensor::copy_from(const Tensor& src) {
   check_same_shape(*this, src, "copy_from");
-  if (numel_) std::memmove(data(), src.data(), nbytes());
+  if (!numel_) return;
+  if (src.dtype() == dtype_) {
+    std::memmove(raw_data(), src.raw_data(), nbytes());
+  } else if (dtype_ == DType::bf16 && src.dtype() == DType::f32) {
+    const float* s = src.data();
+    uint16_t* d = data_bf16();
+    for (int64_t i = 0; i < numel_; ++i) d[i] = f32_to_bf16(s[i]);
+  } else if (dtype_ == DType::f32 && src.dtype() == DType::bf16) {
+    const uint16_t* s = src.data_bf16();
+    float* d = data();
+    for (int64_t i = 0; i < numel_; ++i) d[i] = bf16_to_f32(s[i]);
+  } else {
+    TPSP_CHECK(false, "copy_from: no conversion from ", dtype_name(src.dtype()), " to ", dtype_name(dtype_));
+  }
 }
 
 Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
@@ -171,6 +236,8 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
   for (const Tensor& p : parts) {
     TPSP_CHECK(p.dim() == nd, "cat: shapes ", shape_str(first), " and ", shape_str(p.shape()),
                " have different ranks");
+    TPSP_CHECK(p.dtype() == parts[0].dtype(), "cat: dtypes ", dtype_name(parts[0].dtype()), " and ",
+               dtype_name(p.dtype()), " differ");
     for (int64_t i = 0; i < nd; ++i)
       TPSP_CHECK(i == dd || p.shape()[static_cast<std::size_t>(i)] == first[static_cast<std::size_t>(i)],
                  "cat along dim ", dd, ": shapes ", shape_str(first), " and ", shape_str(p.shape()),
@@ -180,13 +247,17 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < dd; ++i) outer *= first[static_cast<std::size_t>(i)];
   for (int64_t i = dd + 1; i < nd; ++i) inner *= first[static_cast<std::size_t>(i)];
-  Tensor out(out_shape);
+  Tensor out(out_shape, parts[0].dtype());
+  const std::size_t es = dtype_size(out.dtype());
   const int64_t out_row = out_shape[static_cast<std::size_t>(dd)] * inner;
+  auto* dst = static_cast<unsigned char*>(out.raw_data());
   int64_t col = 0;
   for (const Tensor& p : parts) {
     const int64_t w = p.shape()[static_cast<std::size_t>(dd)] * inner;
+    const auto* src = static_cast<const unsigned char*>(p.raw_data());
     for (int64_t o = 0; o < outer; ++o)
-      std::copy(p.data() + o * w, p.data() + (o + 1) * w, out.data() + o * out_row + col);
+      std::memcpy(dst + static_cast<std::size_t>(o * out_row + col) * es,
+                  src + static_cast<std::size_t>(o * w) * es, static_cast<std::size_t>(w) * es);
     col += w;
   }
   return out;

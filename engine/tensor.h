@@ -1,6 +1,8 @@
 // Tensor: a shape, a dtype, a device tag and contiguous shared storage.
 //
-// Storage is always contiguous row-major. A slice along dim 0 (`slice0`) is a view sharing the
+// Storage is always contiguous row-major, in the tensor's dtype: f32, or bf16 stored as bf16 (2 bytes
+// an element; engine/bf16.h). Arithmetic on bf16 widens to f32 (every reduction and GEMM accumulates
+// in f32) and rounds once at the end. A slice along dim 0 (`slice0`) is a view sharing the
 // storage, which is what sequence-first [s, b, h] layouts rely on: a sequence shard [s/tp, b, h]
 // of an [s, b, h] tensor is a contiguous block, so splits, all-gathers and reduce-scatters along
 // dim 0 need no copies (Megatron-LM mappings.py _split_along_first_dim).
@@ -15,11 +17,15 @@
 
 namespace tpsp {
 
-/// Element type. Only f32 has CPU storage today; bf16/f16 are named for the GPU backend.
+/// Element type: f32 and bf16 have storage; f16 is named for a GPU backend.
 enum class DType { f32, bf16, f16 };
 
-/// Where the storage lives. CPU only today; cuda is named for the GPU backend.
+/// Where the storage lives. CPU only in this build; cuda is named for the GPU backend (issue: a CUDA
+/// allocator), and asking for it raises ShapeError.
 enum class Device { cpu, cuda };
+
+/// "cpu" or "cuda".
+const char* device_name(Device d);
 
 /// Name of a dtype ("f32", "bf16", "f16").
 const char* dtype_name(DType dt);
@@ -33,14 +39,14 @@ std::string shape_str(const Shape& shape);
 /// Product of the extents; 1 for a scalar shape [].
 int64_t shape_numel(const Shape& shape);
 
-/// A dense float32 tensor on the CPU. Copying a Tensor copies the handle (shared storage);
+/// A dense tensor (f32 or bf16) on the CPU. Copying a Tensor copies the handle (shared storage);
 /// use clone() for a deep copy.
 class Tensor {
  public:
   /// An empty tensor (no storage, shape [0]).
   Tensor();
-  /// A zero-filled tensor of the given shape. Throws ShapeError on a negative extent,
-  /// or if the dtype/device has no CPU storage yet (bf16, f16, cuda).
+  /// A zero-filled tensor of the given shape. Throws ShapeError on a negative extent, or if the
+  /// dtype/device has no storage in this build (f16, cuda).
   explicit Tensor(Shape shape, DType dtype = DType::f32, Device device = Device::cpu);
 
   /// Zero-filled tensor, same as the constructor.
@@ -62,12 +68,22 @@ class Tensor {
   Device device() const { return device_; }
   bool defined() const { return storage_ != nullptr; }
 
-  float* data() { return storage_ ? storage_.get() + offset_ : nullptr; }
-  const float* data() const { return storage_ ? storage_.get() + offset_ : nullptr; }
-  /// Element at a flat row-major index (bounds-checked).
+  /// The f32 elements. Throws ShapeError for another dtype (use to(DType::f32) or data_bf16()).
+  float* data();
+  const float* data() const;
+  /// The bf16 elements (raw bits, engine/bf16.h). Throws ShapeError for another dtype.
+  uint16_t* data_bf16();
+  const uint16_t* data_bf16() const;
+  /// The bytes of the elements, whatever the dtype (nullptr without storage).
+  void* raw_data() { return storage_ ? storage_.get() + offset_ * elem_size() : nullptr; }
+  const void* raw_data() const { return storage_ ? storage_.get() + offset_ * elem_size() : nullptr; }
+  /// Element at a flat row-major index (bounds-checked); the writable form is f32 only, the read
+  /// form converts bf16 to float.
   float& at(int64_t flat);
   float at(int64_t flat) const;
-  /// Element at a multi-index (bounds-checked), e.g. t.at({i, j, k}).
+  /// Element at a flat row-major index as a float, whatever the dtype (bounds-checked).
+  float value(int64_t flat) const { return at(flat); }
+  /// Element at a multi-index (bounds-checked), e.g. t.at({i, j, k}); same dtype rules as at(flat).
   float& at(std::initializer_list<int64_t> idx);
   float at(std::initializer_list<int64_t> idx) const;
 
@@ -77,18 +93,23 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   /// Deep copy.
   Tensor clone() const;
+  /// This tensor in `dtype`: the same handle when it already is, else a converted copy (f32 → bf16
+  /// rounds to nearest even; bf16 → f32 is exact).
+  Tensor to(DType dtype) const;
   /// Copy of elements [start, start+length) along dimension d (any d). For d == 0 prefer slice0.
   Tensor narrow_copy(int64_t d, int64_t start, int64_t length) const;
   /// True if both tensors use the same storage block.
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
 
-  /// Fill every element with value.
+  /// Fill every element with value (rounded for bf16).
   void fill(float value);
-  /// Copy the elements of src (same shape) into this tensor. Throws ShapeError on a shape mismatch.
+  /// Copy the elements of src (same shape) into this tensor, converting the dtype if they differ.
+  /// Throws ShapeError on a shape mismatch.
   void copy_from(const Tensor& src);
 
  private:
-  std::shared_ptr<float[]> storage_;
+  std::size_t elem_size() const { return dtype_size(dtype_); }
+  std::shared_ptr<unsigned char[]> storage_;
   int64_t offset_ = 0;
   int64_t numel_ = 0;
   Shape shape_;
@@ -96,7 +117,8 @@ class Tensor {
   Device device_ = Device::cpu;
 };
 
-/// Concatenate tensors along dimension d; all other extents must match (ShapeError names them).
+/// Concatenate tensors along dimension d; all other extents and the dtype must match (ShapeError
+/// names them).
 Tensor cat(const std::vector<Tensor>& parts, int64_t d);
 
 /// Throws ShapeError "<what>: expected shape [..] but got [..]" unless t has exactly `expected`.

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/comm/gloo/gloo_process_group.h"
+#include "engine/comm/gloo/gloo_backend.h"
 #include "engine/comm/tcp_store.h"
 #include "engine/error.h"
 
@@ -60,6 +60,10 @@ GroupOptions options_from_env() {
     o.fingerprints = !(v == "0" || v == "off" || v == "false" || v == "no");
   }
   if (const char* l = env("TPSP_LINK")) o.link = LinkModel::parse(l);
+  if (const char* b = env("TPSP_COMM_CHECK_BUFFERS")) {
+    const std::string v = b;
+    o.check_buffers = v == "1" || v == "on" || v == "true" || v == "yes";
+  }
   return o;
 }
 
@@ -120,7 +124,9 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
     throw CommError("rank " + std::to_string(rank) + ": cannot create the Gloo tcp device on '" +
                     (attr.iface.empty() ? attr.hostname : attr.iface) + "': " + e.what());
   }
-  return GlooProcessGroup::create_world(rank, size, std::move(store), std::move(device), prefix, options);
+  return ProcessGroup::create_world(
+      GlooBackend::connect_world(rank, size, std::move(store), std::move(device), prefix, options.timeout),
+      options);
 }
 
 }  // namespace tpsp::comm

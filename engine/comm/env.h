@@ -17,7 +17,8 @@ namespace tpsp::comm {
 ///  - transport: Gloo tcp on 127.0.0.1, or on TPSP_GLOO_IFNAME (an interface name, e.g. eth0) or
 ///    TPSP_GLOO_HOSTNAME (an address to bind) when set.
 ///  - options: TPSP_COMM_TIMEOUT (seconds, default 60), TPSP_COMM_FINGERPRINT (0 turns the check off),
-///    TPSP_LINK (link emulation, see LinkModel::parse).
+///    TPSP_LINK (link emulation, see LinkModel::parse), TPSP_COMM_CHECK_BUFFERS (1: an async call's
+///    buffers must not change before its wait(); ./check sets it).
 /// Throws ShapeError on inconsistent variables (rank >= world size, ...) and CommError if the
 /// rendezvous fails or times out.
 std::shared_ptr<ProcessGroup> init_from_env();
@@ -25,7 +26,8 @@ std::shared_ptr<ProcessGroup> init_from_env();
 /// Same, with explicit options instead of the TPSP_COMM_* / TPSP_LINK variables.
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options);
 
-/// Options from TPSP_COMM_TIMEOUT, TPSP_COMM_FINGERPRINT and TPSP_LINK (defaults where unset).
+/// Options from TPSP_COMM_TIMEOUT, TPSP_COMM_FINGERPRINT, TPSP_LINK and TPSP_COMM_CHECK_BUFFERS
+/// (defaults where unset).
 GroupOptions options_from_env();
 
 /// LOCAL_RANK (else SLURM_LOCALID, else 0) and LOCAL_WORLD_SIZE (else 1).

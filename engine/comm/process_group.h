@@ -1,29 +1,39 @@
-// ProcessGroup and Work: the communication interface of the engine, in the shape of PyTorch c10d
-// (torch/csrc/distributed/c10d/ProcessGroup.hpp, Work.hpp). GlooProcessGroup (engine/comm/gloo/)
-// implements it over Gloo's tcp transport; a future NCCL backend implements the same interface.
+// ProcessGroup: the communication interface of the engine in the shape of PyTorch c10d
+// (torch/csrc/distributed/c10d/ProcessGroup.hpp), and the protocol that makes every call observable
+// and safe. The transport underneath is a Backend (backend.h): Gloo today (gloo/gloo_backend.h),
+// a test backend in tests/, NCCL and CUDA-over-Gloo later — each only moves bytes.
 //
-// Semantics shared by every backend:
-//  - Calls of one group execute in issue order, on every rank in the same order (a worker thread per
-//    group). Blocking forms are the async form followed by wait().
-//  - Argument errors (a dim-0 extent not divisible by the group size, mismatched shapes, bad ranks)
-//    raise tpsp::ShapeError in the caller, before any communication.
-//  - Failures during communication raise comm::CommError (comm_error.h) from the blocking call or
-//    Work::wait(), naming this rank, the group and the call (op, #seq, label). After a failure the
-//    group is dead and every later call raises at once.
-//  - Every call is appended to the Recorder (op, group, dim, dtype, shape, bytes, times, label).
+// What the protocol does for every call, on every backend:
+//  - validates shapes, dtypes and devices in the caller and raises tpsp::ShapeError before anything is
+//    sent or a sequence number is used;
+//  - numbers the group's collectives (#seq) and, with fingerprints on, first checks across the ranks
+//    that they all make the same call (CollectiveMismatchError naming both calls otherwise);
+//  - runs the group's calls in issue order on one comm thread, bounded by the group's timeout
+//    (CommTimeoutError naming rank, op, #seq, label and group), sleeping for the emulated link;
+//  - records every call (op, group, dim, dtype, shape, bytes, issue/start/end times, label, async,
+//    waited) in the Recorder, and marks an async call whose Work was never waited;
+//  - reduces low-precision tensors in float32 (bf16 is widened, reduced, rounded once);
+//  - with buffer checks on (TPSP_COMM_CHECK_BUFFERS=1, set by ./check), fingerprints the bytes an async
+//    call reads at issue and raises in wait() if the caller modified them before waiting;
+//  - on any failure kills every group of the world (so peers fail in about a second, not at their
+//    timeout); later calls raise "group X is dead after an earlier failure".
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine/comm/backend.h"
 #include "engine/comm/comm_error.h"
 #include "engine/comm/link_model.h"
 #include "engine/comm/op.h"
 #include "engine/comm/recorder.h"
+#include "engine/comm/work.h"
 #include "engine/tensor.h"
 
 namespace tpsp::comm {
@@ -43,25 +53,18 @@ struct GroupOptions {
   bool fingerprints = true;
   /// Emulated link; disabled by default (env TPSP_LINK, see LinkModel::parse).
   LinkModel link;
+  /// Fingerprint the buffers an async call reads and raise in wait() if they changed before it
+  /// (env TPSP_COMM_CHECK_BUFFERS=1). Costs one pass over the bytes at issue and at wait.
+  bool check_buffers = false;
 };
 
-/// Handle of an issued call (c10d Work). wait() blocks until the call finished and rethrows its
-/// error (CommError or ShapeError); wait() may be called again and rethrows again.
-class Work {
+/// A group of ranks that communicate. Shapes below: n = the group size, r = this group rank.
+class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
-  virtual ~Work();
-  /// Blocks until the call completed; rethrows the call's exception if it failed.
-  virtual void wait() = 0;
-  /// True once the call finished (successfully or not); never blocks.
-  virtual bool is_completed() = 0;
-};
-using WorkPtr = std::shared_ptr<Work>;
-
-/// A group of ranks that communicate (c10d ProcessGroup). Abstract; see GlooProcessGroup.
-/// Tensors are contiguous f32 (tpsp::Tensor). Shapes below: n = the group size, r = this group rank.
-class ProcessGroup {
- public:
-  virtual ~ProcessGroup();
+  /// The world group over `backend` (rank and size are the backend's), named "world", with a fresh
+  /// Recorder. ShapeError on a non-positive timeout.
+  static std::shared_ptr<ProcessGroup> create_world(std::unique_ptr<Backend> backend, GroupOptions options);
+  ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
@@ -75,8 +78,11 @@ class ProcessGroup {
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   /// This process's world rank.
   int global_rank() const { return global_ranks_[static_cast<std::size_t>(rank_)]; }
+  /// The transport (for code that bypasses the protocol on purpose: a benchmark's raw baseline).
+  Backend& backend() { return *backend_; }
+  const Backend& backend() const { return *backend_; }
 
-  // ---- blocking forms (async + wait) -------------------------------------------------------------
+  // ---- blocking forms (issue + wait) -----------------------------------------------------------
 
   /// In place: t = op over all ranks of t. Any shape.
   void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum, const CallOpts& o = {});
@@ -98,37 +104,28 @@ class ProcessGroup {
   /// Returns when every rank of the group reached its barrier.
   void barrier(const CallOpts& o = {});
 
-  // ---- async forms: validate now, queue, return a Work -------------------------------------------
+  // ---- async forms: validate now, queue, return a Work -----------------------------------------
   // Tensors are captured by handle (shared storage): keep them alive and untouched until wait().
   // `out` arguments may be undefined (Tensor{}) and are then allocated with the result shape;
   // otherwise they must already have the result shape (ShapeError).
 
-  /// Async all_reduce: t (any shape) is reduced in place when the Work completes.
-  virtual WorkPtr all_reduce_async(Tensor& t, ReduceOp op = ReduceOp::sum, const CallOpts& o = {}) = 0;
-  /// Async all_gather: out = [.., n*k, ..] from in = [.., k, ..] along dim.
-  virtual WorkPtr all_gather_async(const Tensor& in, Tensor& out, int64_t dim = 0,
-                                   const CallOpts& o = {}) = 0;
-  /// Async reduce_scatter: out = [.., k, ..] (chunk r) from in = [.., n*k, ..] along dim.
-  virtual WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out, int64_t dim = 0,
-                                       ReduceOp op = ReduceOp::sum, const CallOpts& o = {}) = 0;
-  /// Async all_to_all: out = [n*k, ..] from in = [n*k, ..] (chunk j of out from rank j).
-  virtual WorkPtr all_to_all_async(const Tensor& in, Tensor& out, const CallOpts& o = {}) = 0;
-  /// Async broadcast from group rank root, in place.
-  virtual WorkPtr broadcast_async(Tensor& t, int root, const CallOpts& o = {}) = 0;
-  /// Async send to group rank dst. Point-to-point calls bypass the group's queue (c10d semantics):
-  /// they are posted at once, so a send and a recv may be issued in either order on the two sides.
-  virtual WorkPtr send_async(const Tensor& t, int dst, const CallOpts& o = {}) = 0;
-  /// Async recv from group rank src into t (preallocated, the sender's byte size).
-  virtual WorkPtr recv_async(Tensor& t, int src, const CallOpts& o = {}) = 0;
-  /// Async barrier: completes when every rank of the group issued its barrier.
-  virtual WorkPtr barrier_async(const CallOpts& o = {}) = 0;
+  WorkPtr all_reduce_async(Tensor& t, ReduceOp op = ReduceOp::sum, const CallOpts& o = {});
+  WorkPtr all_gather_async(const Tensor& in, Tensor& out, int64_t dim = 0, const CallOpts& o = {});
+  WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out, int64_t dim = 0, ReduceOp op = ReduceOp::sum,
+                               const CallOpts& o = {});
+  WorkPtr all_to_all_async(const Tensor& in, Tensor& out, const CallOpts& o = {});
+  WorkPtr broadcast_async(Tensor& t, int root, const CallOpts& o = {});
+  /// Point-to-point calls bypass the group's queue (c10d semantics): they are posted at once, so a
+  /// send and a recv may be issued in either order on the two sides.
+  WorkPtr send_async(const Tensor& t, int dst, const CallOpts& o = {});
+  WorkPtr recv_async(Tensor& t, int src, const CallOpts& o = {});
+  WorkPtr barrier_async(const CallOpts& o = {});
 
   /// Creates a subgroup of the given world ranks (c10d new_group). Collective over THIS group: every
   /// rank of this group calls it with the same arguments, in the same order; members get the new
   /// group, non-members get nullptr. The subgroup shares this group's Recorder and starts with its
   /// options. ShapeError on an empty list, a duplicate, or a rank outside this group.
-  virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks,
-                                                  const std::string& name) = 0;
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks, const std::string& name);
 
   /// The recorder shared by this group, its parent and its subgroups.
   Recorder& recorder() { return *recorder_; }
@@ -147,27 +144,89 @@ class ProcessGroup {
   void set_link(const LinkModel& link);
 
   /// True after a communication failure; every later call raises CommError with dead_reason().
-  virtual bool dead() const = 0;
+  bool dead() const;
   /// The first failure's message ("" while the group is alive).
-  virtual std::string dead_reason() const = 0;
+  std::string dead_reason() const;
+  /// Marks this group dead with `reason` and aborts its backend. Idempotent, thread-safe.
+  void abort(const std::string& reason);
 
- protected:
-  /// For backends: `rank` of `size` in the group named `name` whose members are `global_ranks`.
-  ProcessGroup(int rank, int size, std::string name, std::vector<int> global_ranks,
-               std::shared_ptr<Recorder> recorder, GroupOptions options);
-  /// True while the calling thread is inside one of the blocking forms above (so a backend can
-  /// record the call as blocking rather than async).
-  static bool in_blocking_call();
+ private:
+  /// Everything known about one call when it is issued.
+  struct Call {
+    OpKind op = OpKind::barrier;
+    uint64_t id = 0;   ///< record id
+    uint64_t seq = 0;  ///< collective #seq, or p2p number
+    Shape shape;
+    DType dtype = DType::f32;
+    int64_t dim = 0;  ///< all_gather / reduce_scatter
+    int64_t arg = 0;  ///< fingerprint argument: dim, root, or the new_group ranks hash
+    int peer = 0;     ///< broadcast root, send dst, recv src
+    ReduceOp reduce = ReduceOp::sum;
+    uint64_t tensor_bytes = 0;
+    std::string label;
+    GroupOptions opts;
+    double t_issue = 0;
+    bool async = true;
+  };
+  struct Domain;
+  using Body = std::function<void(const Call&)>;
+
+  ProcessGroup(int rank, std::vector<int> global_ranks, std::string name, std::string key,
+               std::unique_ptr<Backend> backend, std::shared_ptr<Domain> domain, GroupOptions options);
+  static std::shared_ptr<ProcessGroup> make(int rank, std::vector<int> global_ranks, std::string name,
+                                            std::string key, std::unique_ptr<Backend> backend,
+                                            std::shared_ptr<Domain> domain, GroupOptions options);
+
+  /// The issue-time description of a call (options, time, record id).
+  Call make_call(OpKind op, const Tensor* t, const Shape& shape, uint64_t tensor_bytes, const CallOpts& o,
+                 bool async);
+  /// Queues a collective on the comm thread (raises CommError at once if the group is dead).
+  WorkPtr enqueue(Call call, Body body, const std::vector<Tensor>& read_buffers);
+  /// Runs one collective on the comm thread: fingerprint, body, link delay, record, error handling.
+  void run(const Call& c, const Body& body, const WorkPtr& work);
+  /// Posts a point-to-point call and queues its completion.
+  WorkPtr post_p2p(Call c, const Tensor& t, int peer, bool is_send);
+  /// Fingerprints `reads` now and makes the Work raise at wait() if they changed (check_buffers).
+  void guard_buffers(const Call& c, const WorkPtr& work, const std::vector<Tensor>& reads) const;
+  /// The message of the exception in flight, as a CommError naming the call; records the failure and
+  /// aborts every group of the world. Returns the error to finish the Work with.
+  std::exception_ptr fail(const Call& c, CommRecord rec);
+  /// "rank 0 (tp rank 0 of 2): all_reduce #3 'grad' (4096 f32, group tp)"
+  std::string where(const Call& c) const;
+  CommRecord base_record(const Call& c) const;
+  void throw_if_dead(const Call& c) const;
+  // The calls themselves (process_group_calls.cpp).
+  WorkPtr issue_all_reduce(Tensor& t, ReduceOp op, const CallOpts& o, bool async);
+  WorkPtr issue_all_gather(const Tensor& in, Tensor& out, int64_t dim, const CallOpts& o, bool async);
+  WorkPtr issue_reduce_scatter(const Tensor& in, Tensor& out, int64_t dim, ReduceOp op, const CallOpts& o,
+                               bool async);
+  WorkPtr issue_all_to_all(const Tensor& in, Tensor& out, const CallOpts& o, bool async);
+  WorkPtr issue_broadcast(Tensor& t, int root, const CallOpts& o, bool async);
+  WorkPtr issue_barrier(const CallOpts& o, bool async);
 
   int rank_;
   int size_;
   std::string name_;
   std::vector<int> global_ranks_;
+  std::string key_;  ///< unique key of this group; subgroups extend it
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<Domain> domain_;
   std::shared_ptr<Recorder> recorder_;
 
- private:
   mutable std::mutex opt_mu_;
   GroupOptions options_;
+
+  std::mutex issue_mu_;    ///< orders seq assignment with queueing
+  uint64_t next_seq_ = 0;  ///< collectives issued (fingerprint sequence number)
+  uint64_t next_p2p_ = 0;  ///< point-to-point calls issued
+  int children_ = 0;       ///< new_group calls made on this group
+
+  mutable std::mutex dead_mu_;
+  std::atomic<bool> dead_{false};
+  std::string dead_reason_;
+
+  std::unique_ptr<CommWorker> worker_;      ///< collectives, in issue order
+  std::unique_ptr<CommWorker> p2p_worker_;  ///< completion of posted sends/recvs
 };
 
 }  // namespace tpsp::comm

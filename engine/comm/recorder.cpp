@@ -1,5 +1,6 @@
 #include "engine/comm/recorder.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -17,9 +18,39 @@ double Recorder::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_).count();
 }
 
+uint64_t Recorder::next_id() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_id_++;
+}
+
 void Recorder::append(CommRecord r) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (enabled_) records_.push_back(std::move(r));
+  if (!enabled_) return;
+  if (const auto it = std::find(unwaited_.begin(), unwaited_.end(), r.id); it != unwaited_.end()) {
+    r.waited = false;
+    unwaited_.erase(it);
+  }
+  records_.push_back(std::move(r));
+}
+
+void Recorder::mark_unwaited(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (CommRecord& r : records_)
+    if (r.id == id) {
+      r.waited = false;
+      return;
+    }
+  unwaited_.push_back(id);
+}
+
+void Recorder::append_compute(ComputeRecord r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (enabled_) compute_.push_back(std::move(r));
+}
+
+std::vector<ComputeRecord> Recorder::compute_records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return compute_;
 }
 
 void Recorder::set_enabled(bool on) {
@@ -70,10 +101,12 @@ std::size_t Recorder::size() const {
 void Recorder::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   records_.clear();
+  compute_.clear();
 }
 
 nlohmann::json to_json(const CommRecord& r) {
-  return nlohmann::json{{"seq", r.seq},
+  return nlohmann::json{{"id", r.id},
+                        {"seq", r.seq},
                         {"op", op_name(r.op)},
                         {"group", r.group},
                         {"group_rank", r.group_rank},
@@ -89,16 +122,32 @@ nlohmann::json to_json(const CommRecord& r) {
                         {"t_end", r.t_end},
                         {"label", r.label},
                         {"async", r.async},
+                        {"waited", r.waited},
                         {"ok", r.ok}};
 }
 
 nlohmann::json Recorder::chrome_trace() const {
   const auto recs = records();
+  const auto spans = compute_records();
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"},
                     {"ph", "M"},
                     {"pid", global_rank_},
                     {"args", {{"name", "rank " + std::to_string(global_rank_)}}}});
+  events.push_back({{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", global_rank_},
+                    {"tid", 0},
+                    {"args", {{"name", "compute"}}}});
+  for (const auto& s : spans)
+    events.push_back({{"name", s.label.empty() ? s.name : s.name + " " + s.label},
+                      {"cat", "compute"},
+                      {"ph", "X"},
+                      {"pid", global_rank_},
+                      {"tid", 0},
+                      {"ts", static_cast<double>(epoch_unix_us_) + s.t_start * 1e6},
+                      {"dur", (s.t_end - s.t_start) * 1e6},
+                      {"args", {{"name", s.name}, {"label", s.label}}}});
   std::map<std::string, int> tids;  // one trace thread per group, in order of first appearance
   for (const auto& r : recs) {
     if (tids.count(r.group)) continue;
@@ -130,6 +179,41 @@ void Recorder::write_chrome_trace(const std::string& path) const {
   if (!f) throw std::runtime_error("cannot write the Chrome trace to '" + path + "'");
   f << chrome_trace().dump() << '\n';
   if (!f) throw std::runtime_error("error while writing the Chrome trace to '" + path + "'");
+}
+
+namespace {
+/// The union of [start, end) intervals, as sorted disjoint intervals.
+std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [a, b] : v) {
+    if (b <= a) continue;
+    if (!out.empty() && a <= out.back().second)
+      out.back().second = std::max(out.back().second, b);
+    else
+      out.emplace_back(a, b);
+  }
+  return out;
+}
+}  // namespace
+
+double overlap_fraction(const std::vector<CommRecord>& comm, const std::vector<ComputeRecord>& compute) {
+  std::vector<std::pair<double, double>> c, k;
+  for (const CommRecord& r : comm) c.emplace_back(r.t_start, r.t_end);
+  for (const ComputeRecord& r : compute) k.emplace_back(r.t_start, r.t_end);
+  const auto cu = merged(std::move(c)), ku = merged(std::move(k));
+  double total = 0, both = 0;
+  for (const auto& [a, b] : cu) total += b - a;
+  // Both lists are sorted and disjoint: sweep them together.
+  for (std::size_t i = 0, j = 0; i < cu.size() && j < ku.size();) {
+    const double lo = std::max(cu[i].first, ku[j].first), hi = std::min(cu[i].second, ku[j].second);
+    if (hi > lo) both += hi - lo;
+    if (cu[i].second < ku[j].second)
+      ++i;
+    else
+      ++j;
+  }
+  return total > 0 ? both / total : 0.0;
 }
 
 }  // namespace tpsp::comm

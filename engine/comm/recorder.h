@@ -20,6 +20,7 @@ namespace tpsp::comm {
 
 /// One recorded call. Times are seconds since the Recorder was created (steady clock).
 struct CommRecord {
+  uint64_t id = 0;   ///< Unique per Recorder, in issue order.
   uint64_t seq = 0;  ///< Per-group call number (0, 1, 2, ...): the fingerprint's sequence number.
   OpKind op = OpKind::barrier;
   std::string group;   ///< Group name: "world", "tp", "dp", ...
@@ -36,8 +37,22 @@ struct CommRecord {
   double t_end = 0;           ///< When it completed, including any emulated link delay.
   std::string label;          ///< The caller's CallOpts::label, e.g. "layer3.mlp.fc2.g".
   bool async = false;         ///< Issued through an *_async form.
+  bool waited = true;         ///< False for an async call whose Work was destroyed without a wait().
   bool ok = true;             ///< False if the call failed (it is still recorded).
 };
+
+/// One span of computation on this rank (a GEMM, attention, a layer's phase), on the same clock.
+struct ComputeRecord {
+  std::string name;   ///< what ran: "gemm", "attention", "layer.forward", ...
+  std::string label;  ///< the caller's words, e.g. "decoder.layers.0.mlp.linear_fc1.dgrad"
+  double t_start = 0;
+  double t_end = 0;
+};
+
+/// Time during which communication and computation coincide, over the time spent communicating:
+/// |(∪ comm intervals) ∩ (∪ compute intervals)| / |∪ comm intervals| (Holistic Trace Analysis'
+/// communication–computation overlap). 0 when there is no communication time.
+double overlap_fraction(const std::vector<CommRecord>& comm, const std::vector<ComputeRecord>& compute);
 
 /// Which records a query returns; empty / unset fields match everything.
 struct RecordFilter {
@@ -54,8 +69,16 @@ class Recorder {
 
   /// Seconds since this Recorder was created (the time base of every record).
   double now() const;
+  /// A fresh record id (ids are unique per Recorder and increase in issue order).
+  uint64_t next_id();
   /// Appends one record (thread-safe). Does nothing while disabled.
   void append(CommRecord r);
+  /// Marks record `id` as an async call never waited (now, or when it is appended).
+  void mark_unwaited(uint64_t id);
+  /// Appends one compute span (thread-safe). Does nothing while disabled.
+  void append_compute(ComputeRecord r);
+  /// Copy of the compute spans, in completion order.
+  std::vector<ComputeRecord> compute_records() const;
   /// Turns recording on (default) or off (benchmarks).
   void set_enabled(bool on);
   bool enabled() const;
@@ -67,13 +90,13 @@ class Recorder {
   /// Sum of `bytes` over the records matching `f`.
   uint64_t total_bytes(const RecordFilter& f = {}) const;
   std::size_t size() const;
-  /// Drops every record (the time base is kept).
+  /// Drops every record and compute span (the time base is kept).
   void clear();
 
   /// Chrome trace JSON: {"traceEvents": [...], "displayTimeUnit": "ms"} with one complete ("X")
-  /// event per record (pid = global rank, tid = one per group, ts/dur in microseconds since the Unix
-  /// epoch so several ranks' traces line up), plus "M" metadata events naming the process and the
-  /// group threads. Every record field is kept under "args".
+  /// event per record (pid = global rank, tid = 0 for compute spans and one per group, ts/dur in
+  /// microseconds since the Unix epoch so several ranks' traces line up), plus "M" metadata events
+  /// naming the process and the threads. Every record field is kept under "args".
   nlohmann::json chrome_trace() const;
   /// Writes chrome_trace() to `path`. Throws std::runtime_error naming the path if it cannot.
   void write_chrome_trace(const std::string& path) const;
@@ -84,7 +107,10 @@ class Recorder {
   int64_t epoch_unix_us_;
   mutable std::mutex mu_;
   bool enabled_ = true;
+  uint64_t next_id_ = 0;
   std::vector<CommRecord> records_;
+  std::vector<uint64_t> unwaited_;  // ids marked before their record was appended
+  std::vector<ComputeRecord> compute_;
 };
 
 /// A record as JSON (every field; op and dtype as names).

@@ -12,22 +12,26 @@ int64_t normalize_dim(const Tensor& t, int64_t dim, const char* op, const std::s
   return d;
 }
 
-void check_tensor(const Tensor& t, const char* op, const std::string& group) {
+void check_tensor(const Tensor& t, const char* op, const std::string& group, const Backend& backend) {
   TPSP_CHECK(t.defined(), op, " in group ", group, ": the tensor is undefined (no storage)");
-  TPSP_CHECK(t.dtype() == DType::f32 && t.device() == Device::cpu, op, " in group ", group,
-             ": the Gloo backend moves f32 CPU tensors, got ", dtype_name(t.dtype()));
+  TPSP_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16, op, " in group ", group,
+             ": tensors are f32 or bf16, got ", dtype_name(t.dtype()));
+  TPSP_CHECK(backend.accepts(t.device()), op, " in group ", group, ": the ", backend.name(),
+             " backend does not move ", device_name(t.device()), " tensors");
 }
 
-Shape all_gather_shape(const Tensor& in, int64_t dim, int n, const std::string& group) {
-  check_tensor(in, "all_gather", group);
+Shape all_gather_shape(const Tensor& in, int64_t dim, int n, const std::string& group,
+                       const Backend& backend) {
+  check_tensor(in, "all_gather", group, backend);
   const int64_t d = normalize_dim(in, dim, "all_gather", group);
   Shape s = in.shape();
   s[static_cast<std::size_t>(d)] *= n;
   return s;
 }
 
-Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::string& group) {
-  check_tensor(in, "reduce_scatter", group);
+Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::string& group,
+                           const Backend& backend) {
+  check_tensor(in, "reduce_scatter", group, backend);
   const int64_t d = normalize_dim(in, dim, "reduce_scatter", group);
   Shape s = in.shape();
   const int64_t e = s[static_cast<std::size_t>(d)];
@@ -37,8 +41,8 @@ Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::stri
   return s;
 }
 
-void check_all_to_all(const Tensor& in, int n, const std::string& group) {
-  check_tensor(in, "all_to_all", group);
+void check_all_to_all(const Tensor& in, int n, const std::string& group, const Backend& backend) {
+  check_tensor(in, "all_to_all", group, backend);
   TPSP_CHECK(in.dim() >= 1, "all_to_all in group ", group, ": input must have at least one dimension");
   TPSP_CHECK(in.size(0) % n == 0, "all_to_all in group ", group, ": dim 0 extent ", in.size(0), " of input ",
              shape_str(in.shape()), " is not divisible by the group size ", n);
@@ -49,14 +53,15 @@ void check_peer(int peer, int n, const char* what, const char* op, const std::st
              " is not a rank of the group (size ", n, ")");
 }
 
-void prepare_out(Tensor& out, const Shape& shape, const char* op, const std::string& group) {
+void prepare_out(Tensor& out, const Shape& shape, DType dtype, const char* op, const std::string& group) {
   if (!out.defined()) {
-    out = Tensor(shape);
+    out = Tensor(shape, dtype);
     return;
   }
-  check_tensor(out, op, group);
   TPSP_CHECK(out.shape() == shape, op, " in group ", group, ": output has shape ", shape_str(out.shape()),
              " but the result has shape ", shape_str(shape));
+  TPSP_CHECK(out.dtype() == dtype, op, " in group ", group, ": output is ", dtype_name(out.dtype()),
+             " but the input is ", dtype_name(dtype));
 }
 
 }  // namespace tpsp::comm

@@ -5,25 +5,29 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/comm/backend.h"
 #include "engine/tensor.h"
 
 namespace tpsp::comm {
 
 /// `dim` with negatives counted from the end; ShapeError unless 0 <= dim < t.dim().
 int64_t normalize_dim(const Tensor& t, int64_t dim, const char* op, const std::string& group);
-/// ShapeError unless t is a defined f32 CPU tensor (the only kind the Gloo backend moves).
-void check_tensor(const Tensor& t, const char* op, const std::string& group);
+/// ShapeError unless t is a defined f32 or bf16 tensor on a device the backend moves.
+void check_tensor(const Tensor& t, const char* op, const std::string& group, const Backend& backend);
 /// Output shape of all_gather: `in` with extent n*k at `dim` ([.., k, ..] -> [.., n*k, ..]).
-Shape all_gather_shape(const Tensor& in, int64_t dim, int n, const std::string& group);
+Shape all_gather_shape(const Tensor& in, int64_t dim, int n, const std::string& group,
+                       const Backend& backend);
 /// Output shape of reduce_scatter: [.., n*k, ..] -> [.., k, ..]. ShapeError if the extent at dim is
 /// not divisible by n, e.g. "reduce_scatter in group tp: dim 0 extent 6 of input [6, 4] is not
 /// divisible by the group size 4".
-Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::string& group);
+Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::string& group,
+                           const Backend& backend);
 /// ShapeError unless in.size(0) % n == 0 (all_to_all splits dim 0 into n equal chunks).
-void check_all_to_all(const Tensor& in, int n, const std::string& group);
+void check_all_to_all(const Tensor& in, int n, const std::string& group, const Backend& backend);
 /// ShapeError unless 0 <= peer < n (root, src, dst).
 void check_peer(int peer, int n, const char* what, const char* op, const std::string& group);
-/// Allocates `out` with `shape` if it is undefined; otherwise ShapeError unless it has that shape.
-void prepare_out(Tensor& out, const Shape& shape, const char* op, const std::string& group);
+/// Allocates `out` with `shape` and `dtype` if it is undefined; otherwise ShapeError unless it has that
+/// shape and dtype.
+void prepare_out(Tensor& out, const Shape& shape, DType dtype, const char* op, const std::string& group);
 
 }  // namespace tpsp::comm

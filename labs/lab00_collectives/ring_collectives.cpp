@@ -15,7 +15,7 @@ namespace {
 /// ShapeError, before any communication, unless t is a defined f32 tensor with a dim 0.
 [[maybe_unused]] void check_ring_tensor(const ProcessGroup& pg, const Tensor& t, const char* op,
                                         const std::string& label) {
-  check_tensor(t, op, pg.name());
+  check_tensor(t, op, pg.name(), pg.backend());
   TPSP_CHECK(t.dim() >= 1, op, " '", label, "' in group ", pg.name(),
              ": needs a tensor with a dim 0 to split, got shape ", shape_str(t.shape()));
 }

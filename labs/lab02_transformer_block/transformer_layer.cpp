@@ -72,12 +72,13 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
   // The input must be what the context says, on every rank, before any collective: [s, b, h], or this
   // rank's [s/tp, b, h] under sequence parallelism.
   const int64_t tp_size = ctx.tp->size();
-  TPSP_CHECK(!ctx.sequence_parallel || ctx.seq % tp_size == 0, prefix_, "forward: sequence parallelism needs s=",
-             ctx.seq, " divisible by tp=", tp_size);
+  TPSP_CHECK(!ctx.sequence_parallel || ctx.seq % tp_size == 0, prefix_,
+             "forward: sequence parallelism needs s=", ctx.seq, " divisible by tp=", tp_size);
   const int64_t rows = ctx.sequence_parallel ? ctx.seq / tp_size : ctx.seq;
   TPSP_CHECK(x.dim() == 3 && x.size(0) == rows && x.size(1) == ctx.batch && x.size(2) == cfg_.hidden, prefix_,
-             "forward: input ", shape_str(x.shape()), " disagrees with LayerContext s=", ctx.seq, ", b=", ctx.batch,
-             ", h=", cfg_.hidden, ctx.sequence_parallel ? " under SP: expected [s/tp, b, h] = " : ": expected ",
+             "forward: input ", shape_str(x.shape()), " disagrees with LayerContext s=", ctx.seq,
+             ", b=", ctx.batch, ", h=", cfg_.hidden,
+             ctx.sequence_parallel ? " under SP: expected [s/tp, b, h] = " : ": expected ",
              shape_str({rows, ctx.batch, cfg_.hidden}));
   // TODO(lab02 TransformerLayer forward): pre-LN attention block then MLP block. QKV is column-
   // parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's

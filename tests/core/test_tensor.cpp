@@ -25,7 +25,8 @@ TEST_CASE("shape errors name both shapes") {
   }
   CHECK_THROWS_AS(a.slice0(1, 3), ShapeError);
   CHECK_THROWS_AS(a.reshape({5}), ShapeError);
-  CHECK_THROWS_AS(Tensor({2}, DType::bf16), ShapeError);
+  CHECK_THROWS_AS(Tensor({2}, DType::f16), ShapeError);
+  CHECK_THROWS_AS(Tensor({2}, DType::f32, Device::cuda), ShapeError);
 }
 
 TEST_CASE("cat and narrow_copy along the last dim are inverse") {

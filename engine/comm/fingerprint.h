@@ -1,10 +1,9 @@
 // Collective fingerprints: before each collective the ranks of a group all-gather a small struct
 // describing the call (sequence number, op, element count, dtype, shape, dim/root, reduce op, group)
 // and raise CollectiveMismatchError on every rank if any rank's call differs, instead of hanging or
-// silently mixing up buffers. (PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL does the same check.)
+// silently mixing up buffers. (PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL does the same check.) Part of the
+// ProcessGroup's protocol: it runs over any Backend.
 #pragma once
-
-#include <gloo/context.h>
 
 #include <chrono>
 #include <cstdint>
@@ -12,6 +11,7 @@
 #include <string>
 #include <type_traits>
 
+#include "engine/comm/backend.h"
 #include "engine/comm/op.h"
 #include "engine/tensor.h"
 
@@ -40,11 +40,11 @@ Fingerprint make_fingerprint(OpKind op, uint64_t seq, const Shape& shape, DType 
 /// "all_gather #7 (4096 f32, group tp)"; with `with_shape` the shape is added after the dtype.
 std::string describe(const Fingerprint& fp, bool with_shape = false);
 
-/// All-gathers `mine` over `ctx` (tag `tag`, bounded by `timeout`) and throws CollectiveMismatchError
-/// if any rank's fingerprint differs from rank 0's. Every rank builds the same message:
-/// "collective mismatch in group tp: rank 1 called all_gather #7 (4096 f32, group tp) where rank 0
+/// All-gathers `mine` over the backend (tag `tag`, bounded by `timeout`) and throws
+/// CollectiveMismatchError if any rank's fingerprint differs from rank 0's. Every rank builds the same
+/// message: "collective mismatch in group tp: rank 1 called all_gather #7 (4096 f32, group tp) where rank 0
 /// called reduce_scatter #7 (4096 f32, group tp)". Gloo errors propagate unchanged.
-void check_fingerprints(const std::shared_ptr<gloo::Context>& ctx, const Fingerprint& mine, uint32_t tag,
+void check_fingerprints(Backend& backend, const Fingerprint& mine, uint32_t tag,
                         std::chrono::milliseconds timeout);
 
 }  // namespace tpsp::comm

@@ -1,6 +1,4 @@
-#include "engine/comm/gloo/fingerprint.h"
-
-#include <gloo/allgather.h>
+#include "engine/comm/fingerprint.h"
 
 #include <cstring>
 #include <vector>
@@ -47,17 +45,11 @@ std::string describe(const Fingerprint& fp, bool with_shape) {
   return s + ", group " + std::string(fp.group, strnlen(fp.group, sizeof(fp.group))) + ")";
 }
 
-void check_fingerprints(const std::shared_ptr<gloo::Context>& ctx, const Fingerprint& mine, uint32_t tag,
+void check_fingerprints(Backend& backend, const Fingerprint& mine, uint32_t tag,
                         std::chrono::milliseconds timeout) {
-  const int n = ctx->size;
+  const int n = backend.size();
   std::vector<Fingerprint> all(static_cast<std::size_t>(n));
-  Fingerprint in = mine;
-  gloo::AllgatherOptions opts(ctx);
-  opts.setInput(reinterpret_cast<uint8_t*>(&in), sizeof(Fingerprint));
-  opts.setOutput(reinterpret_cast<uint8_t*>(all.data()), sizeof(Fingerprint) * all.size());
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::allgather(opts);
+  backend.all_gather(&mine, all.data(), sizeof(Fingerprint), {tag, timeout});
 
   const Fingerprint& ref = all[0];
   std::string msg;
@@ -73,7 +65,7 @@ void check_fingerprints(const std::shared_ptr<gloo::Context>& ctx, const Fingerp
   if (!msg.empty()) {
     throw CollectiveMismatchError("collective mismatch in group " +
                                   std::string(ref.group, strnlen(ref.group, sizeof(ref.group))) + ": " + msg +
-                                  " (seen by rank " + std::to_string(ctx->rank) + ")");
+                                  " (seen by rank " + std::to_string(backend.rank()) + ")");
   }
 }
 

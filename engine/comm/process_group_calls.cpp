@@ -1,0 +1,177 @@
+// The calls of ProcessGroup: validate in the caller (ShapeError before any communication), then queue
+// a body that runs on the group's comm thread and hands raw buffers to the Backend. Reductions of
+// bf16 tensors are widened to f32, reduced, and rounded once (f32 accumulation whatever the transport).
+#include <cstring>
+
+#include "engine/comm/process_group.h"
+#include "engine/comm/shapes.h"
+#include "engine/error.h"
+
+namespace tpsp::comm {
+
+namespace {
+
+std::size_t elems(const Tensor& t) {
+  return static_cast<std::size_t>(t.numel());
+}
+
+TransportCall transport(uint64_t seq, const GroupOptions& o) {
+  return {static_cast<uint32_t>((seq % (1u << 20)) * 2), o.timeout};
+}
+
+}  // namespace
+
+WorkPtr ProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op, const CallOpts& o, bool async) {
+  check_tensor(t, "all_reduce", name_, *backend_);
+  Call c = make_call(OpKind::all_reduce, &t, t.shape(), t.nbytes(), o, async);
+  c.reduce = op;
+  const int n = size_;
+  return enqueue(std::move(c),
+                 [this, t, op, n](const Call& cl) mutable {
+                   if (n == 1 || t.numel() == 0) return;
+                   Tensor f32 = t.to(DType::f32);  // the same handle for an f32 tensor: reduced in place
+                   backend_->all_reduce(f32.data(), elems(f32), op, transport(cl.seq, cl.opts));
+                   if (t.dtype() != DType::f32) t.copy_from(f32);
+                 },
+                 {t});
+}
+
+WorkPtr ProcessGroup::issue_all_gather(const Tensor& in, Tensor& out, int64_t dim, const CallOpts& o,
+                                       bool async) {
+  const Shape out_shape = all_gather_shape(in, dim, size_, name_, *backend_);
+  const int64_t d = normalize_dim(in, dim, "all_gather", name_);
+  prepare_out(out, out_shape, in.dtype(), "all_gather", name_);
+  TPSP_CHECK(!out.shares_storage_with(in) || size_ == 1, "all_gather in group ", name_,
+             ": output must not share storage with the input");
+  Call c = make_call(OpKind::all_gather, &in, in.shape(), out.nbytes(), o, async);
+  c.dim = d;
+  c.arg = d;
+  const int n = size_;
+  return enqueue(std::move(c),
+                 [this, in, out, d, n](const Call& cl) mutable {
+                   if (in.numel() == 0) return;
+                   if (n == 1) {
+                     out.copy_from(in.reshape(out.shape()));
+                     return;
+                   }
+                   // dim 0: rank-major concatenation is the layout of `out` itself; other dims gather into a
+                   // rank-major buffer, then concatenate the n pieces along dim.
+                   Tensor flat = d == 0 ? out : Tensor(Shape{n * in.numel()}, in.dtype());
+                   backend_->all_gather(in.raw_data(), flat.raw_data(), in.nbytes(),
+                                        transport(cl.seq, cl.opts));
+                   if (d != 0) {
+                     std::vector<Tensor> parts;
+                     for (int i = 0; i < n; ++i)
+                       parts.push_back(flat.slice0(i * in.numel(), (i + 1) * in.numel()).reshape(in.shape()));
+                     out.copy_from(cat(parts, d));
+                   }
+                 },
+                 {in});
+}
+
+WorkPtr ProcessGroup::issue_reduce_scatter(const Tensor& in, Tensor& out, int64_t dim, ReduceOp op,
+                                           const CallOpts& o, bool async) {
+  const Shape out_shape = reduce_scatter_shape(in, dim, size_, name_, *backend_);
+  const int64_t d = normalize_dim(in, dim, "reduce_scatter", name_);
+  prepare_out(out, out_shape, in.dtype(), "reduce_scatter", name_);
+  TPSP_CHECK(!out.shares_storage_with(in), "reduce_scatter in group ", name_,
+             ": output must not share storage with the input");
+  Call c = make_call(OpKind::reduce_scatter, &in, in.shape(), in.nbytes(), o, async);
+  c.dim = d;
+  c.arg = d;
+  c.reduce = op;
+  const int n = size_;
+  return enqueue(
+      std::move(c),
+      [this, in, out, d, op, n](const Call& cl) mutable {
+        if (in.numel() == 0) return;
+        const int64_t k = out.size(d);
+        Tensor src = in.to(DType::f32);  // dim 0: chunk i is rows [i*k, (i+1)*k), contiguous (no copy)
+        if (d != 0) {
+          std::vector<Tensor> parts;
+          for (int i = 0; i < n; ++i) parts.push_back(src.narrow_copy(d, i * k, k));
+          src = cat(parts, 0);  // rank-major chunks, each with the output's shape
+        }
+        Tensor dst = out.to(DType::f32);
+        backend_->reduce_scatter(src.data(), dst.data(), elems(dst), op, transport(cl.seq, cl.opts));
+        if (out.dtype() != DType::f32) out.copy_from(dst);
+      },
+      {in});
+}
+
+WorkPtr ProcessGroup::issue_all_to_all(const Tensor& in, Tensor& out, const CallOpts& o, bool async) {
+  check_all_to_all(in, size_, name_, *backend_);
+  prepare_out(out, in.shape(), in.dtype(), "all_to_all", name_);
+  TPSP_CHECK(!out.shares_storage_with(in), "all_to_all in group ", name_,
+             ": output must not share storage with the input");
+  Call c = make_call(OpKind::all_to_all, &in, in.shape(), in.nbytes(), o, async);
+  const int n = size_;
+  return enqueue(std::move(c),
+                 [this, in, out, n](const Call& cl) mutable {
+                   if (in.numel() == 0) return;
+                   if (n == 1) {
+                     out.copy_from(in);
+                     return;
+                   }
+                   backend_->all_to_all(in.raw_data(), out.raw_data(),
+                                        in.nbytes() / static_cast<std::size_t>(n),
+                                        transport(cl.seq, cl.opts));
+                 },
+                 {in});
+}
+
+WorkPtr ProcessGroup::issue_broadcast(Tensor& t, int root, const CallOpts& o, bool async) {
+  check_tensor(t, "broadcast", name_, *backend_);
+  check_peer(root, size_, "root", "broadcast", name_);
+  Call c = make_call(OpKind::broadcast, &t, t.shape(), t.nbytes(), o, async);
+  c.peer = root;
+  c.arg = root;
+  const int n = size_;
+  return enqueue(
+      std::move(c),
+      [this, t, root, n](const Call& cl) mutable {
+        if (n == 1 || t.numel() == 0) return;
+        backend_->broadcast(t.raw_data(), t.nbytes(), root, transport(cl.seq, cl.opts));
+      },
+      root == rank_ ? std::vector<Tensor>{t} : std::vector<Tensor>{});
+}
+
+WorkPtr ProcessGroup::issue_barrier(const CallOpts& o, bool async) {
+  Call c = make_call(OpKind::barrier, nullptr, Shape{0}, 0, o, async);
+  const int n = size_;
+  return enqueue(std::move(c),
+                 [this, n](const Call& cl) {
+                   if (n > 1) backend_->barrier(transport(cl.seq, cl.opts));
+                 },
+                 {});
+}
+
+void ProcessGroup::send(const Tensor& t, int dst, const CallOpts& o) {
+  check_tensor(t, "send", name_, *backend_);
+  check_peer(dst, size_, "dst", "send", name_);
+  TPSP_CHECK(dst != rank_, "send in group ", name_, ": rank ", rank_, " cannot send to itself");
+  post_p2p(make_call(OpKind::send, &t, t.shape(), t.nbytes(), o, false), t, dst, true)->wait();
+}
+
+void ProcessGroup::recv(Tensor& t, int src, const CallOpts& o) {
+  check_tensor(t, "recv", name_, *backend_);
+  check_peer(src, size_, "src", "recv", name_);
+  TPSP_CHECK(src != rank_, "recv in group ", name_, ": rank ", rank_, " cannot receive from itself");
+  post_p2p(make_call(OpKind::recv, &t, t.shape(), t.nbytes(), o, false), t, src, false)->wait();
+}
+
+WorkPtr ProcessGroup::send_async(const Tensor& t, int dst, const CallOpts& o) {
+  check_tensor(t, "send", name_, *backend_);
+  check_peer(dst, size_, "dst", "send", name_);
+  TPSP_CHECK(dst != rank_, "send in group ", name_, ": rank ", rank_, " cannot send to itself");
+  return post_p2p(make_call(OpKind::send, &t, t.shape(), t.nbytes(), o, true), t, dst, true);
+}
+
+WorkPtr ProcessGroup::recv_async(Tensor& t, int src, const CallOpts& o) {
+  check_tensor(t, "recv", name_, *backend_);
+  check_peer(src, size_, "src", "recv", name_);
+  TPSP_CHECK(src != rank_, "recv in group ", name_, ": rank ", rank_, " cannot receive from itself");
+  return post_p2p(make_call(OpKind::recv, &t, t.shape(), t.nbytes(), o, true), t, src, false);
+}
+
+}  // namespace tpsp::comm
