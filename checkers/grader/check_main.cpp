@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
           // launcher, whose SIGTERM makes every rank print where it was (checkers/rank/where.h).
           const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
           const std::string cmd = fmt::format(
-              "TPSP_COMM_TIMEOUT={} '{}/tpsp-run' -n {} --timeout {} --tail 12 -- '{}' --scenario {} --tp {} "
+              "TPSP_COMM_TIMEOUT={} TPSP_COMM_CHECK_BUFFERS=1 '{}/tpsp-run' -n {} --timeout {} --tail 12 -- "
+              "'{}' --scenario {} --tp {} "
               "--sp {} "
               "--seed {} --out '{}'",
               budget + 10, bin_dir, layout.world(), budget, bin, sc.id(), layout.tp, sp ? 1 : 0, o.seed, dir);

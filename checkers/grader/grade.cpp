@@ -132,6 +132,28 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
   return "";
 }
 
+/// "" when every async call was waited, else the calls of the first rank that left one unwaited.
+std::string check_waited(const Layout& layout, const std::vector<json>& results) {
+  for (int w = 0; w < layout.world(); ++w) {
+    std::string unwaited;
+    for (const json& c : results[static_cast<std::size_t>(w)]["calls"]) {
+      if (c.value("waited", true)) continue;
+      const std::string op = c.value("op", "");
+      const std::string num =
+          (op == "send" || op == "recv" ? "p2p#" : "#") + std::to_string(c.value("seq", 0));
+      unwaited += fmt::format("\n      {}: {} {} '{}' was issued, never waited", c.value("phase", ""), op,
+                              num, c.value("label", ""));
+    }
+    if (!unwaited.empty())
+      return fmt::format(
+          "on {} an async call's Work was destroyed without wait(): the call may still read or write its "
+          "buffers "
+          "after your function returned, and its errors are lost{}",
+          rank_name(layout, w), unwaited);
+  }
+  return "";
+}
+
 /// Compares every expected output of one TP group (replica d) with the ranks' dumps.
 void check_outputs(const ExpectedOutputs& want, const Layout& layout, int replica, const std::string& dir,
                    const Tolerance& tol, std::vector<std::string>& problems) {
@@ -218,7 +240,8 @@ std::string compare_output(const std::string& name, const Expected& spec, const 
   std::vector<int64_t> idx = unflatten(worst, g.shape());
   if (shard)
     idx[static_cast<std::size_t>(spec.placement.dim)] += rank * (whole.size(spec.placement.dim) / tp);
-  const std::string hint = diagnose(g, want, whole, all_got, rank, diag);
+  // An output with a stated meaning (a 0/1 flag, a byte count) is explained by it, not by a signature.
+  const std::string hint = spec.meaning.empty() ? diagnose(g, want, whole, all_got, rank, diag) : "";
   return fmt::format(
       "{} on rank {} ({}): {} of {} elements differ; worst at global index {}: got {:.6g}, want {:.6g}{}{}",
       name, rank, where, bad, g.numel(), index_str(idx), g.at(worst), want.at(worst),
@@ -271,6 +294,7 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
   for (int d = 0; d < layout.dp; ++d) check_outputs(want, layout, d, run.dir, tol, res.problems);
   // 3. Communication: the calls on the TP group per phase, against the expected pattern.
   if (std::string p = check_pattern(sc, layout, sp, results); !p.empty()) res.problems.push_back(p);
+  if (std::string p = check_waited(layout, results); !p.empty()) res.problems.push_back(p);
   // Every rank wrote its results, but a rank that then crashed or hung (e.g. in an exit handler)
   // still fails the run.
   if (run.launcher_code != 0)

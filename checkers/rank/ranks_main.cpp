@@ -3,7 +3,8 @@
 // the engine's own solution). World = dp × tp ranks (--tp; TP ranks contiguous). Under DIR/rank<w>/:
 //   <output>.npy   every output tensor of the scenario (this rank's local tensor)
 //   result.json    {"status": "ok" | "todo" | "error", "message",
-//                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label}, ...]}
+//                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
+//                              waited}, ...]}
 // and exits 0 (ok), 3 (a TODO is not implemented yet) or 1 (an error). Stopped by SIGTERM (the
 // launcher's budget), it prints where its main thread was before it exits.
 #include <CLI/CLI.hpp>
@@ -25,8 +26,10 @@ using namespace tpsp;
 using nlohmann::json;
 
 json call_json(const comm::CommRecord& r, const std::string& phase) {
-  return {{"phase", phase},   {"op", comm::op_name(r.op)},      {"group", r.group}, {"dim", r.dim},
-          {"shape", r.shape}, {"tensor_bytes", r.tensor_bytes}, {"bytes", r.bytes}, {"label", r.label}};
+  return {{"phase", phase},   {"op", comm::op_name(r.op)}, {"group", r.group},
+          {"dim", r.dim},     {"shape", r.shape},          {"tensor_bytes", r.tensor_bytes},
+          {"bytes", r.bytes}, {"label", r.label},          {"seq", r.seq},
+          {"async", r.async}, {"waited", r.waited}};
 }
 
 }  // namespace
