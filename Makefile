@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo build build-asan test test-plain test-asan demo labs lab00 lab01 lab02 lab03 release format clean
+.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo labs lab00 lab01 lab02 lab03 release format clean
 
 all: build
 
@@ -48,9 +48,18 @@ lab00 lab01 lab02 lab03: deps
 labs: lab00 lab01 lab02 lab03
 
 ## make release: write a learner copy (solutions stripped to the skeletons) to $(RELEASE_DIR).
+## With SOLUTIONS_LIB=1 the copy also gets the prebuilt solutions of every lab (make solutions-lib):
+## a learner can then do any lab alone; without it the labs build on each other.
 RELEASE_DIR ?= out/release/tpsp
-release: full-repo
-	tools/make_release.sh $(RELEASE_DIR)
+release: full-repo $(if $(SOLUTIONS_LIB),solutions-lib)
+	tools/make_release.sh $(RELEASE_DIR) $(if $(SOLUTIONS_LIB),--with-solutions-lib out/solutions/libtpsp_lab_solutions.a)
+
+## make solutions-lib: every lab's solution compiled into out/solutions/libtpsp_lab_solutions.a (for a
+## learner copy; it links only with the same compiler and library versions, e.g. a course's Debian 12).
+solutions-lib: full-repo deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target tpsp_lab_solutions -- --no-print-directory
+	mkdir -p out/solutions && cp $(BUILD)/libtpsp_lab_solutions.a out/solutions/
 
 format:
 	find engine reference checkers tests tools bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i

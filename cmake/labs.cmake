@@ -4,7 +4,8 @@
 #
 # In a learner copy (`make release`: a RELEASE file at the top, no lab-owned engine files) there is
 # no solution to fall back on: every lab's code comes from the learner's files under labs/, so
-# TPSP_LAB_<lab>_SOURCES (what is compiled for a lab file) points there.
+# TPSP_LAB_<lab>_SOURCES (what is compiled for a lab file) points there — unless the copy holds the
+# instructor's prebuilt solutions (below).
 set(TPSP_LABS lab00 lab01 lab02 lab03)
 set(TPSP_LAB_lab00_DIR labs/lab00_collectives)
 set(TPSP_LAB_lab00_FILES engine/comm/ring_collectives.cpp)
@@ -20,6 +21,15 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/RELEASE)
   set(TPSP_LEARNER_COPY TRUE)
 else()
   set(TPSP_LEARNER_COPY FALSE)
+endif()
+# A learner copy may come with the instructor's prebuilt solutions (make solutions-lib in the full
+# repository): then, as in the full repository, a lab's build takes every OTHER lab from them, and
+# `./check --solution` and `make demo` run them.
+set(TPSP_PREBUILT_SOLUTIONS_LIB ${CMAKE_SOURCE_DIR}/solutions/libtpsp_lab_solutions.a)
+if(TPSP_LEARNER_COPY AND EXISTS ${TPSP_PREBUILT_SOLUTIONS_LIB})
+  set(TPSP_PREBUILT_SOLUTIONS TRUE)
+else()
+  set(TPSP_PREBUILT_SOLUTIONS FALSE)
 endif()
 
 # Keep only files that exist (a lab whose engine part is not written yet owns nothing); record the

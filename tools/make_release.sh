@@ -4,9 +4,17 @@
 # lives once, in labs/labNN_*/ (the skeletons: tools/strip_solutions.py), and the build takes every
 # lab from there (cmake/labs.cmake, TPSP_LEARNER_COPY). The README keeps what the copy holds: blocks
 # between "<!-- full-repo -->" and "<!-- /full-repo -->" are dropped, "<!-- learner-copy" blocks are
-# shown. Refuses to write into an existing DEST (it may hold someone's work).
+# shown. With --with-solutions-lib LIB the copy also holds LIB (make solutions-lib) as
+# solutions/libtpsp_lab_solutions.a: its build then takes every lab a learner is not checking from it.
+# Refuses to write into an existing DEST (it may hold someone's work).
 set -euo pipefail
-dest=${1:?usage: make_release.sh DEST}
+dest=${1:?usage: make_release.sh DEST [--with-solutions-lib LIB]}
+lib=""
+if [ "${2:-}" = "--with-solutions-lib" ]; then
+  lib=${3:?--with-solutions-lib needs the archive (make solutions-lib writes out/solutions/libtpsp_lab_solutions.a)}
+  [ -f "$lib" ] || { echo "make_release: $lib does not exist (make solutions-lib)" >&2; exit 1; }
+  lib=$(realpath "$lib")
+fi
 top=$(git rev-parse --show-toplevel)
 cd "$top"
 if [ -e "$dest" ]; then
@@ -30,6 +38,18 @@ s = re.sub(r"<!-- learner-copy\n(.*?)-->\n?", r"\1", s, flags=re.S)
 open(p, "w").write(s)
 PY
 echo "learner copy of tpsp: the lab solutions are stripped; each lab's code is in labs/ (see README.md)" > "$dest/RELEASE"
+if [ -n "$lib" ]; then
+  mkdir -p "$dest/solutions"
+  cp "$lib" "$dest/solutions/libtpsp_lab_solutions.a"
+  cat > "$dest/solutions/README.md" <<'TXT'
+# Prebuilt solutions
+
+`libtpsp_lab_solutions.a` holds every lab's solution, compiled by your instructor. With it, the build of
+a lab takes every *other* lab from it, so you can do any lab on its own, and `./check --solution` and
+`make demo` run the reference solutions. It links only with the same compiler and libraries it was
+built with (your course's machine image). Delete this folder to run your own code for every lab.
+TXT
+fi
 if grep -rlE '^[[:space:]]*// (BEGIN|END) SOLUTION[[:space:]]*$' "$dest" --include='*.cpp' --include='*.h'; then
   echo "make_release: a solution block survived in the files above" >&2
   exit 1

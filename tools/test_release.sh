@@ -6,10 +6,13 @@
 #     ./check --solution is refused in one line.
 #  3. A learner who did only lab03: lab03's own scenarios pass; the ones that need lab01/lab02 code
 #     say NEEDS and name it; make demo says in one line that the labs are not finished.
-#  4. A perfect learner (the engine's solutions typed into labs/): ./check --all passes every run and
+#  4. The same learner with the instructor's prebuilt solutions (solutions/): lab03 passes alone,
+#     ./check --solution works.
+#  5. A perfect learner (the engine's solutions typed into labs/): ./check --all passes every run and
 #     the demo's TP+SP run equals the reference.
-# Built at -O0 (the quickest build). Usage: test_release.sh
+# Built at -O0 (the quickest build). Usage: test_release.sh SOLUTIONS_LIB (make solutions-lib's archive)
 set -euo pipefail
+solutions_lib=$(realpath "${1:?usage: test_release.sh SOLUTIONS_LIB}")
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 work=$(mktemp -d /tmp/tpsp-release-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -65,7 +68,19 @@ out=$(cmake --build build --target tpsp-demo tpsp-train >/dev/null && build/bin/
 set -e
 [ "$code" -eq 2 ] && grep -q 'not finished yet' <<<"$out" || fail "demo with unfinished labs: exit $code: $(tail -n 3 <<<"$out")"
 
-echo "== 4. a perfect learner"
+echo "== 4. only lab03 done, with the prebuilt solutions"
+mkdir -p solutions && cp "$solutions_lib" solutions/libtpsp_lab_solutions.a
+cmake -S . -B build >/dev/null
+set +e
+out=$(./check lab03 --seed 4 2>&1); code=$?
+set -e
+printf '%s\n' "$out" | tail -n 1
+[ "$code" -eq 0 ] && grep -Eq '^[1-9][0-9]* passed, 0 failed$' <<<"$out" || fail "lab03 with prebuilt solutions"
+out=$(./check lab01 --solution --tp 2 --no-dp --seed 4 2>&1) || fail "--solution with prebuilt solutions: $out"
+rm -rf solutions
+cmake -S . -B build >/dev/null
+
+echo "== 5. a perfect learner"
 copy_solutions lab00 lab01 lab02
 set +e
 out=$(./check --all --seed 5 2>&1); code=$?
@@ -75,4 +90,4 @@ printf '%s\n' "$out" | tail -n 2
 cmake --build build --target tpsp-demo tpsp-train >/dev/null
 out=$(build/bin/tpsp-demo --steps 3 --out "$work/demo" 2>&1) || fail "demo: $(tail -n 5 <<<"$out")"
 grep -q 'verdict: MATCH' <<<"$out" || fail "demo verdict"
-echo "learner copy: no solutions, grades itself (skeletons, lab03 only, every lab), demo works"
+echo "learner copy: no solutions, grades itself (skeletons, lab03 only, with prebuilt solutions, every lab), demo works"
