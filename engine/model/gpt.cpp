@@ -61,8 +61,16 @@ void ParallelGPT::init_parameters() {
       const bool scaled = name.ends_with("linear_proj.weight") || name.ends_with("linear_fc2.weight");
       random::init_normal(whole, seed_, name, scaled ? scaled_std : cfg_.init_std);
     }
-    params_[name] = shard_of(whole, spec, ps_.tp_rank(), ps_.tp_size());
-    grads_[name] = Tensor(params_[name].shape());
+    const Tensor shard = shard_of(whole, spec, ps_.tp_rank(), ps_.tp_size());
+    if (opt_.param_dtype == DType::f32) {
+      params_[name] = shard;
+    } else {
+      TPSP_CHECK(opt_.param_dtype == DType::bf16, "param_dtype must be f32 or bf16, got ",
+                 dtype_name(opt_.param_dtype));
+      master_[name] = shard;
+      params_[name] = shard.to(DType::bf16);
+    }
+    grads_[name] = Tensor(shard.shape());  // main_grad: f32
   }
 }
 
@@ -84,6 +92,18 @@ std::array<float, 3> batch_fingerprint(const TokenBatch& ids, const TokenBatch& 
 }
 }  // namespace
 
+namespace {
+/// [b, s] → [b, s_padded] with `fill` after the real positions.
+TokenBatch pad_batch(const TokenBatch& t, int64_t s_padded, int64_t fill) {
+  TokenBatch out{t.b, s_padded, {}};
+  for (int64_t bi = 0; bi < t.b; ++bi) {
+    out.ids.insert(out.ids.end(), t.ids.begin() + bi * t.s, t.ids.begin() + (bi + 1) * t.s);
+    out.ids.insert(out.ids.end(), static_cast<std::size_t>(s_padded - t.s), fill);
+  }
+  return out;
+}
+}  // namespace
+
 float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration) {
   comm::ProcessGroup& tp = ps_.tp();
   // Every check that can fail runs before the first collective, identically on every rank.
@@ -98,7 +118,19 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   const int64_t s_padded = pad ? (ids.s + tp.size() - 1) / tp.size() * tp.size() : ids.s;
   TPSP_CHECK(s_padded <= cfg_.seq, "sequence length s=", ids.s, " padded to a multiple of tp=", tp.size(),
              " is ", s_padded, ", more than the position table seq=", cfg_.seq);
-  if (pad) return forward_padded(ids, targets, iteration, s_padded);
+  if (pad) {
+    Tensor mask({ids.b, s_padded});
+    for (int64_t bi = 0; bi < ids.b; ++bi)
+      for (int64_t si = 0; si < ids.s; ++si) mask.at({bi, si}) = 1.f;
+    return forward_impl(pad_batch(ids, s_padded, 0), pad_batch(targets, s_padded, kIgnoreIndex), iteration, mask,
+                        ids.s);
+  }
+  return forward_impl(ids, targets, iteration, Tensor(), ids.s);
+}
+
+float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration,
+                                const Tensor& padding, int64_t real_seq) {
+  comm::ProcessGroup& tp = ps_.tp();
   if (opt_.check_replicated_inputs && tp.size() > 1) {
     // max over the ranks of (f, −f): every rank holds the same fingerprint iff max == −min.
     const std::array<float, 3> f = batch_fingerprint(ids, targets);
@@ -117,10 +149,11 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   S->targets.resize(static_cast<std::size_t>(s * b));
   for (int64_t si = 0; si < s; ++si)
     for (int64_t bi = 0; bi < b; ++bi) S->targets[static_cast<std::size_t>(si * b + bi)] = targets.at(bi, si);
-  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b, padding_mask_};
-  S->real_seq = padding_mask_.defined() ? real_seq_ : s;
+  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b, padding};
+  S->real_seq = real_seq;
 
-  Tensor x = embedding_->forward(ids, tp);
+  // Activations are f32 whatever the parameters' dtype (bf16 parameters are widened by every op).
+  Tensor x = embedding_->forward(ids, tp).to(DType::f32);
   S->seq_start = opt_.sequence_parallel ? tp.rank() * (s / tp.size()) : 0;
   ops::position_embedding_add(x, params_.at("embedding.position_embeddings.weight"), S->seq_start);
   S->drop_emb = {
@@ -141,31 +174,6 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   return ce.loss;
 }
 
-namespace {
-/// [b, s] → [b, s_padded] with `fill` after the real positions.
-TokenBatch pad_batch(const TokenBatch& t, int64_t s_padded, int64_t fill) {
-  TokenBatch out{t.b, s_padded, {}};
-  for (int64_t bi = 0; bi < t.b; ++bi) {
-    out.ids.insert(out.ids.end(), t.ids.begin() + bi * t.s, t.ids.begin() + (bi + 1) * t.s);
-    out.ids.insert(out.ids.end(), static_cast<std::size_t>(s_padded - t.s), fill);
-  }
-  return out;
-}
-}  // namespace
-
-float ParallelGPT::forward_padded(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration,
-                                  int64_t s_padded) {
-  Tensor mask({ids.b, s_padded});
-  for (int64_t bi = 0; bi < ids.b; ++bi)
-    for (int64_t si = 0; si < ids.s; ++si) mask.at({bi, si}) = 1.f;
-  padding_mask_ = mask;
-  real_seq_ = ids.s;
-  const float loss =
-      forward(pad_batch(ids, s_padded, 0), pad_batch(targets, s_padded, kIgnoreIndex), iteration);
-  padding_mask_ = Tensor();
-  return loss;
-}
-
 Tensor ParallelGPT::logits_local() const {
   TPSP_CHECK(saved_ != nullptr, "logits_local() called before forward()");
   const Tensor& l = saved_->logits;  // [s, b, V_local] → [b, s, V_local]
@@ -178,18 +186,21 @@ Tensor ParallelGPT::logits_local() const {
   return out;
 }
 
-void ParallelGPT::backward() {
+void ParallelGPT::zero_grad() {
+  for (auto& [name, g] : grads_) g.fill(0.f);
+}
+
+void ParallelGPT::backward_micro_batch(float loss_scale) {
   TPSP_CHECK(saved_ != nullptr, "backward() called before forward()");
   const Saved& S = *saved_;
   comm::ProcessGroup& tp = ps_.tp();
-  for (auto& [name, g] : grads_) g.fill(0.f);
   const int64_t s = S.ids.s, b = S.ids.b;
 
-  Tensor dlogits =
-      tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, 1.f, tp).reshape({s, b, S.logits.size(2)});
+  Tensor dlogits = tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, loss_scale, tp)
+                       .reshape({s, b, S.logits.size(2)});
   Tensor dx = output_layer_->backward(dlogits, S.out_in, tp);
-  ops::LayerNormGrads gf = ops::layernorm_backward(
-      dx, S.x_final, params_.at("decoder.final_layernorm.weight"), S.lnf.mean, S.lnf.rstd);
+  ops::LayerNormGrads gf = ops::layernorm_backward(dx, S.x_final, params_.at("decoder.final_layernorm.weight"),
+                                                   S.lnf.mean, S.lnf.rstd);
   ops::add_(grads_.at("decoder.final_layernorm.weight"), gf.dgamma);
   ops::add_(grads_.at("decoder.final_layernorm.bias"), gf.dbeta);
   dx = gf.dx;
@@ -199,10 +210,9 @@ void ParallelGPT::backward() {
   ops::add_(grads_.at("embedding.position_embeddings.weight"),
             ops::position_embedding_backward(demb, cfg_.seq, S.seq_start));
   embedding_->backward(demb, S.ids, tp);
-  sync_gradients();
 }
 
-void ParallelGPT::sync_gradients() {
+void ParallelGPT::finalize_grads() {
   std::vector<Tensor*> sp, all;
   for (auto& [name, g] : grads_) {
     if (specs_.at(name).sequence_parallel) sp.push_back(&g);
@@ -212,9 +222,35 @@ void ParallelGPT::sync_gradients() {
   allreduce_data_parallel_grads(all, ps_.dp());
 }
 
+void ParallelGPT::backward() {
+  zero_grad();
+  backward_micro_batch(1.f);
+  finalize_grads();
+}
+
 void ParallelGPT::step(const ops::AdamWConfig& opt) {
   ++steps_;
-  for (auto& [name, p] : params_) ops::adamw_step(p, grads_.at(name), opt_state_[name], steps_, opt);
+  for (auto& [name, p] : params_) {
+    const auto master = master_.find(name);
+    Tensor& target = master == master_.end() ? p : master->second;
+    ops::adamw_step(target, grads_.at(name), opt_state_[name], steps_, opt);
+    if (master != master_.end()) p.copy_from(target);  // round the f32 master into the bf16 parameter
+  }
+}
+
+float ParallelGPT::train_step(const std::vector<MicroBatch>& micro_batches, int64_t iteration,
+                              const ops::AdamWConfig& opt) {
+  TPSP_CHECK(!micro_batches.empty(), "train_step: no micro-batch");
+  const float scale = 1.f / static_cast<float>(micro_batches.size());
+  zero_grad();
+  double loss = 0;
+  for (const MicroBatch& mb : micro_batches) {
+    loss += forward(mb.ids, mb.targets, iteration);
+    backward_micro_batch(scale);
+  }
+  finalize_grads();
+  step(opt);
+  return static_cast<float>(loss * scale);
 }
 
 std::vector<std::size_t> ParallelGPT::activation_bytes_per_layer() const {

@@ -37,6 +37,15 @@ struct ParallelOptions {
   /// gradients are those of the unpadded batch (padding sits after the real tokens, so causal
   /// attention never lets a real token see it). The padded s must still fit the position table.
   bool pad_sequence = false;
+  /// Storage of the model's parameters: f32, or bf16 with an f32 master copy that the optimizer
+  /// updates (Megatron's Float16OptimizerWithFloat16Params). Compute and gradients are f32 either way:
+  /// grads() are the f32 main_grad buffers that every backward accumulates into.
+  DType param_dtype = DType::f32;
+};
+
+/// One micro-batch: ids and targets [b, s] batch-first.
+struct MicroBatch {
+  TokenBatch ids, targets;
 };
 
 /// The GPT on one rank of a DP × TP layout.
@@ -49,7 +58,9 @@ class ParallelGPT {
   const GPTConfig& config() const { return cfg_; }
   /// Vocabulary padded to a multiple of tp (== vocab at tp=1).
   int64_t padded_vocab() const { return padded_vocab_; }
+  /// The model's parameter shards (param_dtype).
   std::map<std::string, Tensor>& params() { return params_; }
+  /// The f32 main_grad buffers, one per parameter, same shapes.
   const std::map<std::string, Tensor>& grads() const { return grads_; }
   const ShardSpec& shard_spec(const std::string& name) const { return specs_.at(name); }
 
@@ -60,26 +71,46 @@ class ParallelGPT {
   float forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration = 0);
   /// Local logits of the last forward, batch-first [b, s, V_padded/tp] (padded positions dropped).
   Tensor logits_local() const;
-  /// Backward of the last forward; then sums the gradients of sequence_parallel parameters over TP
-  /// (one coalesced all-reduce, SP only) and averages every gradient over DP (one coalesced
-  /// all-reduce, dp > 1 only). Overwrites grads().
-  void backward();
-  /// One AdamW step on the local shards.
+
+  // ---- training, Megatron's way: per micro-batch forward + backward accumulating into the f32
+  // main_grad, then one finalize (gradient reductions) and one optimizer step -------------------------
+  /// Zeroes every main_grad buffer.
+  void zero_grad();
+  /// Backward of the last forward for a loss scaled by `loss_scale` (1/K with K micro-batches, so the
+  /// sum of the micro-batch gradients is the gradient of the mean loss), ACCUMULATED into grads();
+  /// no gradient communication beyond the layers' own.
+  void backward_micro_batch(float loss_scale);
+  /// The gradient reductions after the last micro-batch (Megatron finalize_model_grads): sums the
+  /// gradients of sequence_parallel parameters over TP (one coalesced all-reduce, SP only) and
+  /// averages every gradient over DP (one coalesced all-reduce, dp > 1 only). Once per step: a
+  /// buffer reduced again after each micro-batch would count earlier micro-batches several times.
+  void finalize_grads();
+  /// One AdamW step on the local shards (the f32 master copy for bf16 parameters, then rounded into
+  /// the parameters).
   void step(const ops::AdamWConfig& opt);
+  /// A whole training step over K micro-batches: zero_grad, forward + backward_micro_batch(1/K) for
+  /// each, finalize_grads, step. Returns the mean of the micro-batch losses (this rank's rows).
+  float train_step(const std::vector<MicroBatch>& micro_batches, int64_t iteration, const ops::AdamWConfig& opt);
+  /// One micro-batch's gradients, for a caller that runs forward itself: zero_grad +
+  /// backward_micro_batch(1) + finalize_grads. Overwrites grads().
+  void backward();
   /// Bytes of activations this rank keeps for backward after the last forward, per layer.
   std::vector<std::size_t> activation_bytes_per_layer() const;
 
  private:
   struct Saved;
   void init_parameters();
-  float forward_padded(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration, int64_t s_padded);
-  void sync_gradients();
+  /// The forward on ids/targets whose s fits the layout; `padding` [b, s] marks real tokens (1) when
+  /// the batch was padded for SP, else undefined; real_seq is s before padding.
+  float forward_impl(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration, const Tensor& padding,
+                     int64_t real_seq);
   GPTConfig cfg_;
   uint64_t seed_;
   ParallelState& ps_;
   ParallelOptions opt_;
   int64_t padded_vocab_;
   std::map<std::string, Tensor> params_, grads_;
+  std::map<std::string, Tensor> master_;  // f32 master copies of bf16 parameters (empty for f32)
   std::map<std::string, ShardSpec> specs_;
   std::map<std::string, ops::AdamWState> opt_state_;
   std::vector<TransformerLayer> layers_;
@@ -87,8 +118,6 @@ class ParallelGPT {
   std::unique_ptr<tensor_parallel::ColumnParallelLinear> output_layer_;
   std::shared_ptr<Saved> saved_;
   int64_t steps_ = 0;
-  Tensor padding_mask_;  // [b, s_padded] during a padded forward
-  int64_t real_seq_ = 0;
 };
 
 }  // namespace tpsp::model

@@ -110,7 +110,7 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
   // END SOLUTION
 }
 
-Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) const {
+Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) {
   // TODO(lab02 TransformerLayer backward): the mirror of forward, bottom to top: residual and
   // dropout, fc2 → GELU → fc1, LayerNorm (accumulate dγ/dβ), then the same for the attention block.
   // BEGIN SOLUTION

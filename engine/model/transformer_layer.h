@@ -56,14 +56,14 @@ class TransformerLayer {
   /// x: [s, b, h] (or [s/tp, b, h] under SP) → same shape.
   Tensor forward(const Tensor& x, LayerSaved& saved, const LayerContext& ctx) const;
   /// dy shaped like the output → dx shaped like the input; accumulates this layer's gradients.
-  Tensor backward(const Tensor& dy, const LayerSaved& saved, const LayerContext& ctx) const;
+  Tensor backward(const Tensor& dy, const LayerSaved& saved, const LayerContext& ctx);
 
  private:
   ops::DropoutKey hidden_key(const std::string& site, const LayerContext& ctx, int64_t local_rows) const;
   GPTConfig cfg_;
   std::string prefix_;
   Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;
-  mutable Tensor dln1_w_, dln1_b_, dln2_w_, dln2_b_;  // gradient buffers (handles)
+  Tensor dln1_w_, dln1_b_, dln2_w_, dln2_b_;  // gradient buffers (f32 main_grad handles)
   tensor_parallel::ColumnParallelLinear qkv_, fc1_;
   tensor_parallel::RowParallelLinear proj_, fc2_;
 };

@@ -38,10 +38,11 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, Proces
   // END SOLUTION
 }
 
-Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) const {
+Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) {
   // TODO(lab01 ColumnParallelLinear backward): the mirror of forward: dA_r = dY_rᵀ·X and db_r = Σ dY_r
-  // are local (accumulate into dweight_/dbias_); dX_r = dY_r·A_r is a partial sum, so it leaves
-  // through f's backward (all-reduce) or, under SP, a reduce-scatter. A frozen weight still needs dX.
+  // are local (accumulate into dweight_/dbias_: ops::matmul_wgrad adds into the buffer); dX_r = dY_r·A_r
+  // (ops::matmul_dgrad) is a partial sum, so it leaves through f's backward (all-reduce) or, under SP, a
+  // reduce-scatter. A frozen weight still needs dX.
   // BEGIN SOLUTION
   const Tensor dy = opt_.gather_output ? gather_from_tensor_model_parallel_region.backward(
                                              dy_in, tp, name_ + ".gather_output")
@@ -49,12 +50,11 @@ Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& sa
   // Under SP the full input is gathered again for the weight gradient (not kept from forward).
   const Tensor total =
       opt_.sequence_parallel ? _gather_along_first_dim(saved.input, tp, name_ + ".ag_wgrad") : saved.input;
-  const bool need_dw = dweight_.defined();
-  ops::MatmulGrads g = ops::matmul_backward(dy, total, weight_, true, need_dw);
-  if (need_dw) ops::add_(dweight_, g.dw);
+  if (dweight_.defined()) ops::matmul_wgrad(dy, total, dweight_);
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
-  return opt_.sequence_parallel ? gather_from_sequence_parallel_region.backward(g.dx, tp, name_ + ".ag")
-                                : copy_to_tensor_model_parallel_region.backward(g.dx, tp, name_ + ".f");
+  const Tensor dx = ops::matmul_dgrad(dy, weight_);
+  return opt_.sequence_parallel ? gather_from_sequence_parallel_region.backward(dx, tp, name_ + ".ag")
+                                : copy_to_tensor_model_parallel_region.backward(dx, tp, name_ + ".f");
   // END SOLUTION
 }
 
@@ -90,21 +90,18 @@ Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, Proces
   // END SOLUTION
 }
 
-Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) const {
+Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
   // TODO(lab01 RowParallelLinear backward): db = Σ dY (before any communication); dY enters the
-  // TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r and
-  // dB_r = dYᵀ·X_r are local.
+  // TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r
+  // (ops::matmul_dgrad) and dB_r = dYᵀ·X_r (ops::matmul_wgrad, accumulated) are local.
   // BEGIN SOLUTION
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
   const Tensor dpartial = opt_.sequence_parallel
                               ? reduce_scatter_to_sequence_parallel_region.backward(dy, tp, name_ + ".rs")
                               : reduce_from_tensor_model_parallel_region.backward(dy, tp, name_ + ".g");
-  const bool need_dw = dweight_.defined();
-  ops::MatmulGrads g = ops::matmul_backward(dpartial, saved.input, weight_, true, need_dw);
-  if (need_dw) ops::add_(dweight_, g.dw);
-  return opt_.input_is_parallel
-             ? g.dx
-             : scatter_to_tensor_model_parallel_region.backward(g.dx, tp, name_ + ".scatter");
+  if (dweight_.defined()) ops::matmul_wgrad(dpartial, saved.input, dweight_);
+  const Tensor dx = ops::matmul_dgrad(dpartial, weight_);
+  return opt_.input_is_parallel ? dx : scatter_to_tensor_model_parallel_region.backward(dx, tp, name_ + ".scatter");
   // END SOLUTION
 }
 

@@ -44,15 +44,16 @@ class ColumnParallelLinear {
   /// x: [s, b, in], or [s/tp, b, in] under SP → [s, b, out/tp] ([s, b, out] with gather_output).
   /// ShapeError when x's last dim != in, or (SP) s is not divisible by tp.
   Tensor forward(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
-  /// dy shaped like forward's output → dx shaped like x; accumulates dweight and dbias.
-  /// A frozen weight (no dweight buffer) still returns dx (docs/known_cases.md L1).
-  Tensor backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) const;
+  /// dy shaped like forward's output → dx shaped like x; ACCUMULATES into dweight (one GEMM with β = 1,
+  /// ops::matmul_wgrad) and dbias. A frozen weight (no dweight buffer) still returns dx
+  /// (docs/known_cases.md L1).
+  Tensor backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);
   const Tensor& bias() const { return bias_; }
   const std::string& name() const { return name_; }
 
  private:
   Tensor weight_, bias_;
-  mutable Tensor dweight_, dbias_;  // gradient buffers: handles, accumulated by backward
+  Tensor dweight_, dbias_;  // gradient buffers (f32 main_grad): handles, accumulated by backward
   LinearOptions opt_;
   std::string name_;
 };
@@ -70,14 +71,15 @@ class RowParallelLinear {
                     std::string name);
   /// x: [s, b, in/tp] (input_is_parallel) or [s, b, in] → [s, b, out], or [s/tp, b, out] under SP.
   Tensor forward(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
-  /// dy shaped like forward's output → dx shaped like x; accumulates dweight and dbias.
-  Tensor backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) const;
+  /// dy shaped like forward's output → dx shaped like x; ACCUMULATES into dweight (ops::matmul_wgrad)
+  /// and dbias.
+  Tensor backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);
   const Tensor& bias() const { return bias_; }
   const std::string& name() const { return name_; }
 
  private:
   Tensor weight_, bias_;
-  mutable Tensor dweight_, dbias_;  // gradient buffers: handles, accumulated by backward
+  Tensor dweight_, dbias_;  // gradient buffers (f32 main_grad): handles, accumulated by backward
   LinearOptions opt_;
   std::string name_;
 };
@@ -93,13 +95,13 @@ class VocabParallelEmbedding {
   /// ids [b, s] → [s, b, h], or [s/tp, b, h] under SP.
   Tensor forward(const TokenBatch& ids, ProcessGroup& tp) const;
   /// dout shaped like forward's output; accumulates dweight (only rows of this slice).
-  void backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) const;
+  void backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp);
   /// First vocabulary id of this rank's slice.
   int64_t vocab_start(const ProcessGroup& tp) const { return tp.rank() * weight_.size(0); }
 
  private:
   Tensor weight_;
-  mutable Tensor dweight_;
+  Tensor dweight_;
   bool sequence_parallel_;
   std::string name_;
 };

@@ -28,11 +28,12 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, Proces
   TPSP_LAB_TODO("lab01 ColumnParallelLinear forward: enter the TP region (f, or under SP the all-gather of the sequence shards), compute Y_r = X·A_rᵀ (+ b_r) with this rank's rows of the weight, and all-gather the last dim only when gather_output is set. Save what backward needs in `saved`");
 }
 
-Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) const {
+Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) {
   // TODO(lab01 ColumnParallelLinear backward): the mirror of forward: dA_r = dY_rᵀ·X and db_r = Σ dY_r
-  // are local (accumulate into dweight_/dbias_); dX_r = dY_r·A_r is a partial sum, so it leaves
-  // through f's backward (all-reduce) or, under SP, a reduce-scatter. A frozen weight still needs dX.
-  TPSP_LAB_TODO("lab01 ColumnParallelLinear backward: the mirror of forward: dA_r = dY_rᵀ·X and db_r = Σ dY_r are local (accumulate into dweight_/dbias_); dX_r = dY_r·A_r is a partial sum, so it leaves through f's backward (all-reduce) or, under SP, a reduce-scatter. A frozen weight still needs dX");
+  // are local (accumulate into dweight_/dbias_: ops::matmul_wgrad adds into the buffer); dX_r = dY_r·A_r
+  // (ops::matmul_dgrad) is a partial sum, so it leaves through f's backward (all-reduce) or, under SP, a
+  // reduce-scatter. A frozen weight still needs dX.
+  TPSP_LAB_TODO("lab01 ColumnParallelLinear backward: the mirror of forward: dA_r = dY_rᵀ·X and db_r = Σ dY_r are local (accumulate into dweight_/dbias_: ops::matmul_wgrad adds into the buffer); dX_r = dY_r·A_r (ops::matmul_dgrad) is a partial sum, so it leaves through f's backward (all-reduce) or, under SP, a reduce-scatter. A frozen weight still needs dX");
 }
 
 RowParallelLinear::RowParallelLinear(Tensor weight, Tensor bias, Tensor dweight, Tensor dbias,
@@ -54,11 +55,11 @@ Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, Proces
   TPSP_LAB_TODO("lab01 RowParallelLinear forward: with the input already split on its last dim, compute the partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or, under SP, a reduce-scatter; add the full bias after the reduction. Save what backward needs in `saved`");
 }
 
-Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) const {
+Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
   // TODO(lab01 RowParallelLinear backward): db = Σ dY (before any communication); dY enters the
-  // TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r and
-  // dB_r = dYᵀ·X_r are local.
-  TPSP_LAB_TODO("lab01 RowParallelLinear backward: db = Σ dY (before any communication); dY enters the TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r and dB_r = dYᵀ·X_r are local");
+  // TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r
+  // (ops::matmul_dgrad) and dB_r = dYᵀ·X_r (ops::matmul_wgrad, accumulated) are local.
+  TPSP_LAB_TODO("lab01 RowParallelLinear backward: db = Σ dY (before any communication); dY enters the TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r (ops::matmul_dgrad) and dB_r = dYᵀ·X_r (ops::matmul_wgrad, accumulated) are local");
 }
 
 }  // namespace tpsp::tensor_parallel

@@ -87,7 +87,7 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
   TPSP_LAB_TODO("lab02 TransformerLayer forward: pre-LN attention block then MLP block. QKV is column- parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's first head), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`");
 }
 
-Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) const {
+Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) {
   // TODO(lab02 TransformerLayer backward): the mirror of forward, bottom to top: residual and
   // dropout, fc2 → GELU → fc1, LayerNorm (accumulate dγ/dβ), then the same for the attention block.
   TPSP_LAB_TODO("lab02 TransformerLayer backward: the mirror of forward, bottom to top: residual and dropout, fc2 → GELU → fc1, LayerNorm (accumulate dγ/dβ), then the same for the attention block");

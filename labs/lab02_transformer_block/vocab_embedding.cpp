@@ -21,7 +21,7 @@ Tensor VocabParallelEmbedding::forward(const TokenBatch& ids, ProcessGroup& tp) 
   TPSP_LAB_TODO("lab02 VocabParallelEmbedding forward: look up the ids of this rank's vocabulary slice (other ids give zero rows: ops::embedding_forward with vocab_start) and sum the partial lookups over TP with g, or reduce-scatter them to [s/tp, b, h] under SP");
 }
 
-void VocabParallelEmbedding::backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) const {
+void VocabParallelEmbedding::backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) {
   // TODO(lab02 VocabParallelEmbedding backward): bring the gradient back to [s, b, h] on every rank
   // (g's backward is the identity; under SP all-gather the shards), then scatter-add it into the rows
   // of this rank's slice (ops::embedding_backward).

@@ -6,8 +6,9 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 namespace {
 
 /// Checks x is [..., h] with gamma (and beta, if given) [h]; returns h.
@@ -85,4 +86,4 @@ LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tenso
   return g;
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu

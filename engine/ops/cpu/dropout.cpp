@@ -7,9 +7,10 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 #include "engine/random/philox.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 namespace {
 
 /// Writes keep_value or 0 for the `count` consecutive global indices first, first+1, …: the same bits
@@ -78,7 +79,7 @@ Tensor dropout_mask(const Shape& local_shape, float p, const DropoutKey& key) {
 
 Tensor dropout_forward(const Tensor& x, float p, const DropoutKey& key) {
   if (p == 0.f) return x.clone();
-  Tensor y = dropout_mask(x.shape(), p, key);
+  Tensor y = cpu::dropout_mask(x.shape(), p, key);
   const float* px = x.data();
   float* py = y.data();
   for (int64_t i = 0; i < y.numel(); ++i) py[i] *= px[i];
@@ -86,7 +87,7 @@ Tensor dropout_forward(const Tensor& x, float p, const DropoutKey& key) {
 }
 
 Tensor dropout_backward(const Tensor& dy, float p, const DropoutKey& key) {
-  return dropout_forward(dy, p, key);
+  return cpu::dropout_forward(dy, p, key);
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu

@@ -5,8 +5,9 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 
 Tensor softmax_forward(const Tensor& x) {
   TPSP_CHECK(x.dim() >= 1, "softmax_forward: x must be [..., n], got ", shape_str(x.shape()));
@@ -50,4 +51,4 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
   return dx;
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu

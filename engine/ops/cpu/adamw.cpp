@@ -12,8 +12,9 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 
 void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t, const AdamWConfig& cfg) {
   TPSP_CHECK(t >= 1, "adamw_step: step t = ", t, " must be >= 1 (1-based)");
@@ -46,4 +47,4 @@ void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t,
   }
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu

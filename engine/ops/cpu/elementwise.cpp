@@ -4,8 +4,9 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 namespace {
 // √(2/π) and the cubic coefficient of the tanh approximation (Hendrycks & Gimpel 2016), as in
 // PyTorch's GeluKernel (kBeta, kKappa). Computed in float like PyTorch's CPU kernel.
@@ -66,4 +67,4 @@ Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
   return dx;
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu

@@ -3,11 +3,14 @@
 
 #include <cblas.h>
 
+#include <array>
+#include <string>
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 namespace {
 
 /// Rows of a [..., k] tensor flattened to a matrix: numel / last dim (0 when the last dim is 0).
@@ -16,19 +19,32 @@ int64_t leading_rows(const Tensor& t) {
   return last == 0 ? shape_numel(Shape(t.shape().begin(), t.shape().end() - 1)) : t.numel() / last;
 }
 
-/// C[M, N] = alpha · op(A) · op(B) with row-major storage; skips BLAS for empty products (BLAS
-/// rejects leading dimensions of 0). C is overwritten (beta = 0).
+/// C[M, N] = op(A) · op(B) + beta · C with row-major storage; skips BLAS for empty products (BLAS
+/// rejects leading dimensions of 0). beta = 0 overwrites C, beta = 1 accumulates into it.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float* C, int64_t ldc) {
+          const float* B, int64_t ldb, float* C, int64_t ldc, float beta = 0.f) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0.f;
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.f, A, static_cast<int>(lda), B,
-              static_cast<int>(ldb), 0.f, C, static_cast<int>(ldc));
+              static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+
+/// Checks x [..., k], w [m, k] and dy [..., m] for `op`; returns {n (rows), k, m}.
+std::array<int64_t, 3> grad_dims(const Tensor& dy, const Tensor& x_or_shape, const Shape& w_shape, const char* op) {
+  TPSP_CHECK(x_or_shape.dim() >= 1 && w_shape.size() == 2, op, ": x must be [..., k] and w [m, k], got x ",
+             shape_str(x_or_shape.shape()), " and w ", shape_str(w_shape));
+  const int64_t k = x_or_shape.size(-1), m = w_shape[0];
+  TPSP_CHECK(w_shape[1] == k, op, ": x ", shape_str(x_or_shape.shape()), " has last dim ", k, " but w ",
+             shape_str(w_shape), " has dim 1 = ", w_shape[1]);
+  Shape y_shape = x_or_shape.shape();
+  y_shape.back() = m;
+  check_shape(dy, y_shape, (std::string(op) + ": dy").c_str());
+  return {leading_rows(x_or_shape), k, m};
 }
 
 }  // namespace
@@ -48,26 +64,31 @@ Tensor matmul_forward(const Tensor& x, const Tensor& w) {
   return y;
 }
 
+Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) {
+  TPSP_CHECK(dy.dim() >= 1 && w.dim() == 2 && dy.size(-1) == w.size(0), "matmul_dgrad: dy must be [..., m] and w [m, k], got dy ",
+             shape_str(dy.shape()), " and w ", shape_str(w.shape()));
+  const int64_t m = w.size(0), k = w.size(1), n = leading_rows(dy);
+  Shape x_shape = dy.shape();
+  x_shape.back() = k;
+  Tensor dx(x_shape);
+  // dX[n, k] = dY[n, m] · W[m, k]
+  gemm(false, false, n, k, m, dy.data(), m, w.data(), k, dx.data(), k);
+  return dx;
+}
+
+void matmul_wgrad(const Tensor& dy, const Tensor& x, Tensor& dw) {
+  const auto [n, k, m] = grad_dims(dy, x, dw.shape(), "matmul_wgrad");
+  // dW[m, k] += dY[n, m]ᵀ · X[n, k]  (β = 1: the GEMM accumulates into the gradient buffer)
+  gemm(true, false, m, k, n, dy.data(), m, x.data(), k, dw.data(), k, 1.f);
+}
+
 MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool need_dw) {
-  TPSP_CHECK(x.dim() >= 1 && w.dim() == 2, "matmul_backward: x must be [..., k] and w [m, k], got x ",
-             shape_str(x.shape()), " and w ", shape_str(w.shape()));
-  const int64_t k = x.size(-1), m = w.size(0);
-  TPSP_CHECK(w.size(1) == k, "matmul_backward: x ", shape_str(x.shape()), " has last dim ", k, " but w ",
-             shape_str(w.shape()), " has dim 1 = ", w.size(1));
-  Shape y_shape = x.shape();
-  y_shape.back() = m;
-  check_shape(dy, y_shape, "matmul_backward: dy");
-  const int64_t n = leading_rows(x);
+  grad_dims(dy, x, w.shape(), "matmul_backward");
   MatmulGrads g;
-  if (need_dx) {
-    // dX[n, k] = dY[n, m] · W[m, k]
-    g.dx = Tensor(x.shape());
-    gemm(false, false, n, k, m, dy.data(), m, w.data(), k, g.dx.data(), k);
-  }
+  if (need_dx) g.dx = matmul_dgrad(dy, w);
   if (need_dw) {
-    // dW[m, k] = dY[n, m]ᵀ · X[n, k]
     g.dw = Tensor(w.shape());
-    gemm(true, false, m, k, n, dy.data(), m, x.data(), k, g.dw.data(), k);
+    matmul_wgrad(dy, x, g.dw);
   }
   return g;
 }
@@ -95,4 +116,4 @@ Tensor bias_add_backward(const Tensor& dy) {
   return db;
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu

@@ -12,8 +12,9 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 namespace {
 
 /// Checks logits [n, V], n targets in [0, V) or kIgnoreIndex, α in [0, 1]; returns the n_valid rows.
@@ -109,4 +110,4 @@ Tensor cross_entropy_backward(const Tensor& logits, const std::vector<int64_t>& 
   return dlogits;
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu

@@ -5,8 +5,9 @@
 #include <algorithm>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/ops.h"
 
-namespace tpsp::ops {
+namespace tpsp::ops::cpu {
 namespace {
 
 void check_ids(const TokenBatch& ids, const char* what) {
@@ -86,4 +87,4 @@ Tensor position_embedding_backward(const Tensor& dx, int64_t max_seq, int64_t se
   return dwpe;
 }
 
-}  // namespace tpsp::ops
+}  // namespace tpsp::ops::cpu
