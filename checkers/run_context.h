@@ -39,11 +39,11 @@ using RunFn = std::function<RankOutputs(RunContext&)>;
 /// Every scenario's rank function, by id "labNN/name".
 const std::map<std::string, RunFn>& all_runs();
 
-// Registration, one function per lab (checkers/labNN/run.cpp).
-void register_lab00_runs(std::map<std::string, RunFn>& out);
-void register_lab01_runs(std::map<std::string, RunFn>& out);
-void register_lab02_runs(std::map<std::string, RunFn>& out);
-void register_lab03_runs(std::map<std::string, RunFn>& out);
+/// Registers a lab's rank functions (a static object in checkers/<lab>/run.cpp):
+///   const LabRuns kRuns([](std::map<std::string, RunFn>& out) { out["lab01/f_g"] = run_f_g; });
+struct LabRuns {
+  explicit LabRuns(void (*add)(std::map<std::string, RunFn>&));
+};
 /// The rank function of the whole-model scenario (checkers/gpt_step/run.cpp).
 RankOutputs run_gpt_step(RunContext& ctx);
 

@@ -1,16 +1,26 @@
 #include "checkers/scenario.h"
 
+#include <map>
 #include <stdexcept>
 
 namespace tpsp::checkers {
 
+namespace {
+/// The registered labs, by id (construct on first use: registration runs from static initialisers).
+std::map<std::string, void (*)(std::vector<Scenario>&)>& registry() {
+  static std::map<std::string, void (*)(std::vector<Scenario>&)> labs;
+  return labs;
+}
+}  // namespace
+
+LabScenarios::LabScenarios(const char* lab, void (*add)(std::vector<Scenario>&)) {
+  registry()[lab] = add;
+}
+
 const std::vector<Scenario>& all_scenarios() {
   static const std::vector<Scenario> all = [] {
     std::vector<Scenario> v;
-    register_lab00(v);
-    register_lab01(v);
-    register_lab02(v);
-    register_lab03(v);
+    for (const auto& [lab, add] : registry()) add(v);
     return v;
   }();
   return all;

@@ -73,11 +73,12 @@ const std::vector<Scenario>& all_scenarios();
 /// The scenario "labNN/name"; throws std::invalid_argument listing the known names.
 const Scenario& find_scenario(const std::string& id);
 
-// Registration, one function per lab (checkers/labNN/expected.cpp).
-void register_lab00(std::vector<Scenario>& out);
-void register_lab01(std::vector<Scenario>& out);
-void register_lab02(std::vector<Scenario>& out);
-void register_lab03(std::vector<Scenario>& out);
+/// Registers a lab's scenarios (a static object in checkers/<lab>/expected.cpp):
+///   const LabScenarios kScenarios("lab01", [](std::vector<Scenario>& out) { out.push_back(...); });
+/// all_scenarios() lists them in lab order, each lab's in the order its function adds them.
+struct LabScenarios {
+  LabScenarios(const char* lab, void (*add)(std::vector<Scenario>&));
+};
 /// The whole-model scenario "gpt_step" of `lab` (checkers/gpt_step/): SP off and on, or SP only.
 Scenario gpt_step_scenario(const std::string& lab, bool sp_only);
 

@@ -1,4 +1,5 @@
-# The lab plan: which engine translation units each lab owns, and where the learner's copies live.
+# The lab plan: which engine translation units each lab owns, and where the learner's copies live
+# (from the registry labs/labs.json).
 # A lab's learner build links the learner's files in place of the engine's; every other lab's code
 # comes from the engine (docs/architecture.md idea 1). tools/strip_solutions.py makes the skeletons.
 #
@@ -6,16 +7,24 @@
 # no solution to fall back on: every lab's code comes from the learner's files under labs/, so
 # TPSP_LAB_<lab>_SOURCES (what is compiled for a lab file) points there — unless the copy holds the
 # instructor's prebuilt solutions (below).
-set(TPSP_LABS lab00 lab01 lab02 lab03)
-set(TPSP_LAB_lab00_DIR labs/lab00_collectives)
-set(TPSP_LAB_lab00_FILES engine/comm/ring_collectives.cpp)
-set(TPSP_LAB_lab01_DIR labs/lab01_tp_layers)
-set(TPSP_LAB_lab01_FILES engine/tensor_parallel/mappings_tp.cpp engine/tensor_parallel/layers.cpp)
-set(TPSP_LAB_lab02_DIR labs/lab02_transformer_block)
-set(TPSP_LAB_lab02_FILES engine/tensor_parallel/vocab_embedding.cpp engine/tensor_parallel/cross_entropy.cpp
-                         engine/tensor_parallel/random.cpp engine/model/transformer_layer.cpp)
-set(TPSP_LAB_lab03_DIR labs/lab03_sequence_parallel)
-set(TPSP_LAB_lab03_FILES engine/tensor_parallel/mappings_sp.cpp engine/model/finalize_grads.cpp)
+# The registry is labs/labs.json (read here, by tools/strip_solutions.py and by the checker's build).
+file(READ ${CMAKE_SOURCE_DIR}/labs/labs.json TPSP_LABS_JSON)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/labs/labs.json)
+string(JSON n_labs LENGTH "${TPSP_LABS_JSON}" labs)
+math(EXPR last_lab "${n_labs} - 1")
+set(TPSP_LABS "")
+foreach(i RANGE ${last_lab})
+  string(JSON lab GET "${TPSP_LABS_JSON}" labs ${i} id)
+  string(JSON TPSP_LAB_${lab}_DIR GET "${TPSP_LABS_JSON}" labs ${i} dir)
+  string(JSON n_files LENGTH "${TPSP_LABS_JSON}" labs ${i} files)
+  math(EXPR last_file "${n_files} - 1")
+  set(TPSP_LAB_${lab}_FILES "")
+  foreach(j RANGE ${last_file})
+    string(JSON f GET "${TPSP_LABS_JSON}" labs ${i} files ${j})
+    list(APPEND TPSP_LAB_${lab}_FILES ${f})
+  endforeach()
+  list(APPEND TPSP_LABS ${lab})
+endforeach()
 
 if(EXISTS ${CMAKE_SOURCE_DIR}/RELEASE)
   set(TPSP_LEARNER_COPY TRUE)

@@ -22,8 +22,8 @@ Usage:
                                      (maintainers) rewrite labs/*/ skeletons from the engine files;
                                      refuses to touch a skeleton that is not a pristine copy of the
                                      committed one (it may hold a learner's work)
-The lab plan (which engine file belongs to which lab, and where its skeleton lives) is
-cmake/labs.cmake; `--update-skeletons` rewrites the pristine skeletons after an engine change and
+The lab registry (which engine file belongs to which lab, and where its skeleton lives) is
+labs/labs.json; `--update-skeletons` rewrites the pristine skeletons after an engine change and
 `make release` writes a learner copy of the whole tree.
 """
 import difflib
@@ -81,15 +81,15 @@ def strip(text: str, path: str = "<input>") -> str:
 
 
 def lab_files(root="."):
-    """(lab, engine file, skeleton path) for every file of the lab plan in cmake/labs.cmake."""
+    """(lab, engine file, skeleton path) for every file of the lab registry labs/labs.json."""
+    import json
     import os
-    text = open(os.path.join(root, "cmake", "labs.cmake")).read()
-    dirs = dict(re.findall(r"set\(TPSP_LAB_(lab\d\d)_DIR\s+(\S+)\)", text))
+    registry = json.load(open(os.path.join(root, "labs", "labs.json")))
     out = []
-    for lab, files in re.findall(r"set\(TPSP_LAB_(lab\d\d)_FILES\s+([^)]*)\)", text):
-        for f in files.split():
+    for lab in registry["labs"]:
+        for f in lab["files"]:
             if os.path.exists(os.path.join(root, f)):
-                out.append((lab, f, os.path.join(dirs[lab], os.path.basename(f))))
+                out.append((lab["id"], f, os.path.join(lab["dir"], os.path.basename(f))))
     return out
 
 

@@ -29,9 +29,7 @@ std::vector<ExpectedCall> ring_phase(int tp, const char* what) {
   return calls;
 }
 
-}  // namespace
-
-void register_lab00(std::vector<Scenario>& out) {
+void add_scenarios(std::vector<Scenario>& out) {
   out.push_back(
       {.lab = "lab00",
        .name = "ring_reduce_scatter",
@@ -70,5 +68,9 @@ void register_lab00(std::vector<Scenario>& out) {
                        return Pattern{{"all_reduce", calls}};
                      }});
 }
+
+}  // namespace
+
+const LabScenarios kScenarios("lab00", add_scenarios);
 
 }  // namespace tpsp::checkers

@@ -156,9 +156,7 @@ Scenario row(const char* name, const char* summary, LinearCase lc, bool sp_varia
           .pattern = [lc](int tp, bool sp) { return pattern_row(tp, sp, lc); }};
 }
 
-}  // namespace
-
-void register_lab01(std::vector<Scenario>& out) {
+void add_scenarios(std::vector<Scenario>& out) {
   out.push_back(
       {.lab = "lab01",
        .name = "f_g",
@@ -196,5 +194,9 @@ void register_lab01(std::vector<Scenario>& out) {
                  .pattern = pattern_mlp});
   out.push_back(gpt_step_scenario("lab01", false));
 }
+
+}  // namespace
+
+const LabScenarios kScenarios("lab01", add_scenarios);
 
 }  // namespace tpsp::checkers

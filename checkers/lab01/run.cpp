@@ -119,9 +119,7 @@ RankOutputs run_mlp(RunContext& ctx) {
           {"fc1.dbias", db1}, {"fc2.dweight", dw2}, {"fc2.dbias", db2}};
 }
 
-}  // namespace
-
-void register_lab01_runs(std::map<std::string, RunFn>& out) {
+void add_runs(std::map<std::string, RunFn>& out) {
   out["lab01/f_g"] = run_f_g;
   out["lab01/column_linear"] = [](RunContext& c) { return run_column(c, {}); };
   out["lab01/column_linear_gather_output"] = [](RunContext& c) {
@@ -141,5 +139,9 @@ void register_lab01_runs(std::map<std::string, RunFn>& out) {
   out["lab01/mlp"] = run_mlp;
   out["lab01/gpt_step"] = run_gpt_step;
 }
+
+}  // namespace
+
+const LabRuns kRuns(add_runs);
 
 }  // namespace tpsp::checkers

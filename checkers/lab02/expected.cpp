@@ -118,9 +118,7 @@ Scenario cross_entropy(const char* name, const char* summary, CECase cc) {
           .pattern = [cc](int tp, bool) { return pattern_cross_entropy(tp, cc.alpha); }};
 }
 
-}  // namespace
-
-void register_lab02(std::vector<Scenario>& out) {
+void add_scenarios(std::vector<Scenario>& out) {
   out.push_back(
       {.lab = "lab02",
        .name = "vocab_embedding",
@@ -182,5 +180,9 @@ void register_lab02(std::vector<Scenario>& out) {
        }});
   out.push_back(gpt_step_scenario("lab02", false));
 }
+
+}  // namespace
+
+const LabScenarios kScenarios("lab02", add_scenarios);
 
 }  // namespace tpsp::checkers

@@ -132,9 +132,7 @@ RankOutputs run_rng_refusals(RunContext& ctx) {
           {"refuses_duplicate_seed", refused([&] { tracker.add("another-rng", ctx.seed); })}};
 }
 
-}  // namespace
-
-void register_lab02_runs(std::map<std::string, RunFn>& out) {
+void add_runs(std::map<std::string, RunFn>& out) {
   out["lab02/vocab_embedding"] = run_embedding;
   out["lab02/cross_entropy"] = [](RunContext& c) { return run_cross_entropy(c, {}); };
   out["lab02/cross_entropy_label_smoothing"] = [](RunContext& c) {
@@ -151,5 +149,9 @@ void register_lab02_runs(std::map<std::string, RunFn>& out) {
   out["lab02/rng_tracker_refusals"] = run_rng_refusals;
   out["lab02/gpt_step"] = run_gpt_step;
 }
+
+}  // namespace
+
+const LabRuns kRuns(add_runs);
 
 }  // namespace tpsp::checkers

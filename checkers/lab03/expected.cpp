@@ -58,9 +58,7 @@ Pattern pattern_sp_grad_sync(int tp, bool) {
            {{OpKind::all_reduce, 3 * H * 4, "one coalesced all-reduce (sum) of the three gradients"}}}};
 }
 
-}  // namespace
-
-void register_lab03(std::vector<Scenario>& out) {
+void add_scenarios(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab03",
                  .name = "sp_mappings",
                  .summary = "gather_from_ / reduce_scatter_to_ / scatter_to_sequence_parallel_region",
@@ -99,5 +97,9 @@ void register_lab03(std::vector<Scenario>& out) {
            }});
   out.push_back(gpt_step_scenario("lab03", true));
 }
+
+}  // namespace
+
+const LabScenarios kScenarios("lab03", add_scenarios);
 
 }  // namespace tpsp::checkers

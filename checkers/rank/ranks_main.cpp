@@ -19,6 +19,7 @@
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
 #include "engine/parallel_state.h"
+#include "engine/trace.h"
 
 namespace {
 
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   std::string dir;
   try {
     auto world = comm::init_from_env();
+    trace::install(world->recorder_ptr());  // compute spans beside the communication records
     rank = world->rank();
     checkers::set_where_rank(rank);
     dir = out_dir + "/rank" + std::to_string(rank);

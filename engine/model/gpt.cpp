@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/model/finalize_grads.h"
 #include "engine/random/init.h"
+#include "engine/trace.h"
 
 namespace tpsp::model {
 
@@ -122,8 +123,8 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
     Tensor mask({ids.b, s_padded});
     for (int64_t bi = 0; bi < ids.b; ++bi)
       for (int64_t si = 0; si < ids.s; ++si) mask.at({bi, si}) = 1.f;
-    return forward_impl(pad_batch(ids, s_padded, 0), pad_batch(targets, s_padded, kIgnoreIndex), iteration, mask,
-                        ids.s);
+    return forward_impl(pad_batch(ids, s_padded, 0), pad_batch(targets, s_padded, kIgnoreIndex), iteration,
+                        mask, ids.s);
   }
   return forward_impl(ids, targets, iteration, Tensor(), ids.s);
 }
@@ -161,7 +162,10 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
   x = ops::dropout_forward(x, cfg_.dropout, S->drop_emb);
 
   S->layers.resize(layers_.size());
-  for (std::size_t i = 0; i < layers_.size(); ++i) x = layers_[i].forward(x, S->layers[i], S->ctx);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    trace::Span span("layer.forward", "decoder.layers." + std::to_string(i));
+    x = layers_[i].forward(x, S->layers[i], S->ctx);
+  }
 
   S->x_final = x;
   S->lnf = ops::layernorm_forward(x, params_.at("decoder.final_layernorm.weight"),
@@ -199,12 +203,15 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
   Tensor dlogits = tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, loss_scale, tp)
                        .reshape({s, b, S.logits.size(2)});
   Tensor dx = output_layer_->backward(dlogits, S.out_in, tp);
-  ops::LayerNormGrads gf = ops::layernorm_backward(dx, S.x_final, params_.at("decoder.final_layernorm.weight"),
-                                                   S.lnf.mean, S.lnf.rstd);
+  ops::LayerNormGrads gf = ops::layernorm_backward(
+      dx, S.x_final, params_.at("decoder.final_layernorm.weight"), S.lnf.mean, S.lnf.rstd);
   ops::add_(grads_.at("decoder.final_layernorm.weight"), gf.dgamma);
   ops::add_(grads_.at("decoder.final_layernorm.bias"), gf.dbeta);
   dx = gf.dx;
-  for (std::size_t i = layers_.size(); i-- > 0;) dx = layers_[i].backward(dx, S.layers[i], S.ctx);
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    trace::Span span("layer.backward", "decoder.layers." + std::to_string(i));
+    dx = layers_[i].backward(dx, S.layers[i], S.ctx);
+  }
 
   Tensor demb = ops::dropout_backward(dx, cfg_.dropout, S.drop_emb);
   ops::add_(grads_.at("embedding.position_embeddings.weight"),

@@ -90,7 +90,8 @@ class ParallelGPT {
   void step(const ops::AdamWConfig& opt);
   /// A whole training step over K micro-batches: zero_grad, forward + backward_micro_batch(1/K) for
   /// each, finalize_grads, step. Returns the mean of the micro-batch losses (this rank's rows).
-  float train_step(const std::vector<MicroBatch>& micro_batches, int64_t iteration, const ops::AdamWConfig& opt);
+  float train_step(const std::vector<MicroBatch>& micro_batches, int64_t iteration,
+                   const ops::AdamWConfig& opt);
   /// One micro-batch's gradients, for a caller that runs forward itself: zero_grad +
   /// backward_micro_batch(1) + finalize_grads. Overwrites grads().
   void backward();
@@ -102,8 +103,8 @@ class ParallelGPT {
   void init_parameters();
   /// The forward on ids/targets whose s fits the layout; `padding` [b, s] marks real tokens (1) when
   /// the batch was padded for SP, else undefined; real_seq is s before padding.
-  float forward_impl(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration, const Tensor& padding,
-                     int64_t real_seq);
+  float forward_impl(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration,
+                     const Tensor& padding, int64_t real_seq);
   GPTConfig cfg_;
   uint64_t seed_;
   ParallelState& ps_;

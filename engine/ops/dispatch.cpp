@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/ops/cpu/ops.h"
 #include "engine/ops/ops.h"
+#include "engine/trace.h"
 
 namespace tpsp::ops {
 
@@ -55,11 +56,13 @@ void in_place(Tensor& t, F&& f) {
 
 Tensor matmul_forward(const Tensor& x, const Tensor& w) {
   on_cpu("matmul_forward", {&x, &w});
+  trace::Span span("gemm", "forward");
   return as(cpu::matmul_forward(f32(x), f32(w)), result_dtype({&x, &w}));
 }
 
 Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) {
   on_cpu("matmul_dgrad", {&dy, &w});
+  trace::Span span("gemm", "dgrad");
   return as(cpu::matmul_dgrad(f32(dy), f32(w)), result_dtype({&dy, &w}));
 }
 
@@ -67,11 +70,13 @@ void matmul_wgrad(const Tensor& dy, const Tensor& x, Tensor& dw) {
   on_cpu("matmul_wgrad", {&dy, &x, &dw});
   TPSP_CHECK(dw.dtype() == DType::f32, "matmul_wgrad: the gradient buffer is ", dtype_name(dw.dtype()),
              "; gradients accumulate in f32 (a main_grad buffer)");
+  trace::Span span("gemm", "wgrad");
   cpu::matmul_wgrad(f32(dy), f32(x), dw);
 }
 
 MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool need_dw) {
   on_cpu("matmul_backward", {&dy, &x, &w});
+  trace::Span span("gemm", "backward");
   MatmulGrads g = cpu::matmul_backward(f32(dy), f32(x), f32(w), need_dx, need_dw);
   const DType d = result_dtype({&dy, &x, &w});
   return {as(g.dx, d), as(g.dw, d)};
@@ -139,13 +144,16 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
 
 AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
   on_cpu("attention_forward", {&qkv});
+  trace::Span span("attention", "forward");
   AttentionOut o = cpu::attention_forward(f32(qkv), opt);
   o.out = as(o.out, result_dtype({&qkv}));
   return o;  // probabilities stay f32
 }
 
-Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, const AttentionOptions& opt) {
+Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                          const AttentionOptions& opt) {
   on_cpu("attention_backward", {&dout, &qkv, &probs});
+  trace::Span span("attention", "backward");
   return as(cpu::attention_backward(f32(dout), f32(qkv), f32(probs), opt), result_dtype({&dout, &qkv}));
 }
 
@@ -154,7 +162,8 @@ Tensor embedding_forward(const TokenBatch& ids, const Tensor& wte, int64_t vocab
   return as(cpu::embedding_forward(ids, f32(wte), vocab_start), result_dtype({&wte}));
 }
 
-Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local, int64_t vocab_start) {
+Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local,
+                          int64_t vocab_start) {
   on_cpu("embedding_backward", {&dout});
   return cpu::embedding_backward(f32(dout), ids, vocab_local, vocab_start);  // a gradient: f32
 }
@@ -178,7 +187,8 @@ CrossEntropyOut cross_entropy_forward(const Tensor& logits, const std::vector<in
 Tensor cross_entropy_backward(const Tensor& logits, const std::vector<int64_t>& targets, float dloss,
                               float label_smoothing) {
   on_cpu("cross_entropy_backward", {&logits});
-  return as(cpu::cross_entropy_backward(f32(logits), targets, dloss, label_smoothing), result_dtype({&logits}));
+  return as(cpu::cross_entropy_backward(f32(logits), targets, dloss, label_smoothing),
+            result_dtype({&logits}));
 }
 
 uint64_t dropout_stream(const std::string& site, int64_t iteration) {

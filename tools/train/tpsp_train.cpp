@@ -4,7 +4,8 @@
 //                     training step (from the recorder), activation bytes per layer with and
 //                     without SP
 //   DIR/params/*.npy  every parameter after training, gathered whole (vocabulary padding dropped)
-//   DIR/trace.json    Chrome trace of that step's communication (open in Perfetto)
+//   DIR/trace.json    Chrome trace of that step: communication per group and compute spans (GEMMs,
+//                     attention, layer phases) on one clock (open in Perfetto)
 // A rank that reaches an unimplemented lab TODO (a learner copy) writes its message to
 // DIR/not_implemented.txt and exits 3.
 #include <chrono>
@@ -20,6 +21,7 @@
 #include "engine/lab_todo.h"
 #include "engine/model/gpt.h"
 #include "engine/parallel_state.h"
+#include "engine/trace.h"
 #include "engine/train/data.h"
 #include "tools/train/options.h"
 
@@ -44,6 +46,7 @@ json comm_summary(const std::vector<comm::CommRecord>& records) {
 int run(const train::TrainOptions& o, const std::string& out_dir) {
   std::filesystem::create_directories(out_dir);
   auto world = comm::init_from_env();
+  trace::install(world->recorder_ptr());  // trace.json shows compute beside communication
   TPSP_CHECK(world->size() == o.tp * o.dp, "dp=", o.dp, " x tp=", o.tp, " = ", o.dp * o.tp,
              " ranks are needed but the launcher started world_size=", world->size());
   TPSP_CHECK(o.batch % o.dp == 0, "global batch b=", o.batch, " is not divisible by dp=", o.dp);

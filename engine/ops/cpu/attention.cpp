@@ -56,7 +56,8 @@ AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
   AttentionOut res{Tensor({s, D.b, D.heads * d}), Tensor({D.b, D.heads, s, s})};
   if (s == 0 || D.b == 0) return res;
   const bool drop = opt.dropout_p > 0.f;
-  const Tensor mask = drop ? cpu::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
+  const Tensor mask =
+      drop ? cpu::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
   const bool padded = opt.key_padding_mask.defined();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -111,7 +112,8 @@ Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& p
   Tensor dqkv(qkv.shape());
   if (s == 0 || D.b == 0) return dqkv;
   const bool drop = opt.dropout_p > 0.f;
-  const Tensor mask = drop ? cpu::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
+  const Tensor mask =
+      drop ? cpu::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   std::vector<float> dropped(drop ? static_cast<std::size_t>(s * s) : 0);
   std::vector<float> dP(static_cast<std::size_t>(s * s));

@@ -35,7 +35,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const flo
 }
 
 /// Checks x [..., k], w [m, k] and dy [..., m] for `op`; returns {n (rows), k, m}.
-std::array<int64_t, 3> grad_dims(const Tensor& dy, const Tensor& x_or_shape, const Shape& w_shape, const char* op) {
+std::array<int64_t, 3> grad_dims(const Tensor& dy, const Tensor& x_or_shape, const Shape& w_shape,
+                                 const char* op) {
   TPSP_CHECK(x_or_shape.dim() >= 1 && w_shape.size() == 2, op, ": x must be [..., k] and w [m, k], got x ",
              shape_str(x_or_shape.shape()), " and w ", shape_str(w_shape));
   const int64_t k = x_or_shape.size(-1), m = w_shape[0];
@@ -65,8 +66,9 @@ Tensor matmul_forward(const Tensor& x, const Tensor& w) {
 }
 
 Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) {
-  TPSP_CHECK(dy.dim() >= 1 && w.dim() == 2 && dy.size(-1) == w.size(0), "matmul_dgrad: dy must be [..., m] and w [m, k], got dy ",
-             shape_str(dy.shape()), " and w ", shape_str(w.shape()));
+  TPSP_CHECK(dy.dim() >= 1 && w.dim() == 2 && dy.size(-1) == w.size(0),
+             "matmul_dgrad: dy must be [..., m] and w [m, k], got dy ", shape_str(dy.shape()), " and w ",
+             shape_str(w.shape()));
   const int64_t m = w.size(0), k = w.size(1), n = leading_rows(dy);
   Shape x_shape = dy.shape();
   x_shape.back() = k;

@@ -1,0 +1,35 @@
+#include "engine/trace.h"
+
+#include <atomic>
+#include <mutex>
+
+namespace tpsp::trace {
+
+namespace {
+std::mutex g_mu;
+std::shared_ptr<comm::Recorder> g_recorder;
+std::atomic<bool> g_on{false};  // fast path: no lock while tracing is off
+}  // namespace
+
+void install(std::shared_ptr<comm::Recorder> recorder) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_recorder = std::move(recorder);
+  g_on = g_recorder != nullptr;
+}
+
+std::shared_ptr<comm::Recorder> installed() {
+  if (!g_on.load(std::memory_order_relaxed)) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_recorder;
+}
+
+Span::Span(const char* name, std::string label)
+    : recorder_(installed()), name_(name), label_(std::move(label)) {
+  if (recorder_) t_start_ = recorder_->now();
+}
+
+Span::~Span() {
+  if (recorder_) recorder_->append_compute({name_, std::move(label_), t_start_, recorder_->now()});
+}
+
+}  // namespace tpsp::trace
