@@ -54,14 +54,14 @@ int parse(int argc, char** argv, Options& o) {
   CLI::App app{
       "./check: grade a lab against the single-process reference.\n"
       "  ./check lab01              your code for lab01 (./check rebuilds it first)\n"
-      "  ./check lab01 --solution   the engine's own solution (self-test; not in a learner copy)\n"
+      "  ./check lab01 --solution   the solutions (self-test; in a learner copy only with solutions/)\n"
       "  ./check --all [--solution] every lab"};
   app.add_option("labs", o.labs, "labs to check, e.g. lab01");
   app.add_flag("--all", o.all, "every lab");
   app.add_flag("--solution", o.solution, "check the engine's own solution instead of your code");
   app.add_option("--only", o.only, "run only the scenario with this name (e.g. column_linear)");
-  app.add_option("--tp", o.tps, "TP sizes to run (default: each scenario's own, typically 1,2,3,4)")
-      ->delimiter(',');
+  std::string tp_text;  // one argument: "2" or "1,2" (a following lab name is not swallowed)
+  app.add_option("--tp", tp_text, "TP sizes to run, comma-separated (default: each scenario's own, 1,2,3,4)");
   app.add_flag("--no-dp", o.no_dp, "skip the dp=2 × tp=2 run of each scenario");
   app.add_option("--seed", o.seed_text, "seed of the inputs, 0 .. 2^64−1 (default: drawn now, and printed)");
   app.add_option("--json", o.json_path, "also write the results as JSON");
@@ -80,6 +80,19 @@ int parse(int argc, char** argv, Options& o) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kUsage;
+  }
+  for (std::size_t pos = 0; !tp_text.empty() && pos <= tp_text.size();) {
+    const std::size_t comma = std::min(tp_text.find(',', pos), tp_text.size());
+    const std::string item = tp_text.substr(pos, comma - pos);
+    int tp = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), tp);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+      std::fprintf(stderr, "./check: --tp '%s': '%s' is not a TP size (write e.g. --tp 2 or --tp 1,2)\n",
+                   tp_text.c_str(), item.c_str());
+      return kUsage;
+    }
+    o.tps.push_back(tp);
+    pos = comma + 1;
   }
   for (int tp : o.tps)
     if (tp < 1 || tp > 4) {
@@ -103,8 +116,8 @@ int parse(int argc, char** argv, Options& o) {
   if (o.solution) {
     std::fprintf(
         stderr,
-        "./check: --solution needs the engine's solutions, which this learner copy does not hold (make "
-        "release stripped them); an instructor runs it in the full repository\n");
+        "./check: --solution needs the solutions, which this learner copy does not hold (make release "
+        "stripped them): ask your instructor for the prebuilt solutions/ folder (make solutions-lib)\n");
     return kUsage;
   }
 #endif
@@ -189,6 +202,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "./check: unknown lab '%s' (known:%s)\n", l.c_str(), k.c_str());
       return kUsage;
     }
+  if (!o.only.empty()) {  // before the banner: a typo in --only is a usage error, not a run
+    bool found = false;
+    for (const Scenario& s : all_scenarios())
+      found = found || (s.name == o.only && std::find(o.labs.begin(), o.labs.end(), s.lab) != o.labs.end());
+    if (!found) {
+      std::fprintf(stderr, "./check: no scenario named '%s' in the labs checked (see ./check --list)\n",
+                   o.only.c_str());
+      return kUsage;
+    }
+  }
   Report report(o.seed, o.solution, o.binary, o.backend, o.labs, o.verbose);
   if (!o.solution && o.binary.empty())
     if (const std::string stale = stale_sources(o.labs, bin_dir); !stale.empty()) {

@@ -127,12 +127,18 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
   }
   if (all_zero(got) && !all_zero(want))
     return "all zeros: the result never reached the returned tensor (a stale or unwritten buffer?)";
-  if (dg.passes > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(dg.passes)), rtol, atol))
-    return fmt::format(
-        "values are 1/{} of the expected ones, the result of ONE backward pass where {} ran: a gradient must "
-        "be "
-        "accumulated (+=) into its buffer, not assigned — the last pass overwrote the earlier ones",
-        dg.passes, dg.passes);
+  if (dg.passes > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(dg.passes)), rtol, atol)) {
+    const std::string assigned = fmt::format(
+        "the result of ONE backward pass where {} ran: a gradient must be accumulated (+=) into its buffer, not "
+        "assigned — the last pass overwrote the earlier ones",
+        dg.passes);
+    if (n == dg.passes)  // at tp = passes the two signatures give the same factor: name both
+      return fmt::format(
+          "values are 1/{} of the expected ones: either {}, or ÷tp (tp={}): averaged over the TP group where it "
+          "must be summed (at another tp the two differ: run --tp 3)",
+          dg.passes, assigned, n);
+    return fmt::format("values are 1/{} of the expected ones, {}", dg.passes, assigned);
+  }
   if (n > 1 && all_close(got, scaled(want, static_cast<float>(n)), rtol, atol))
     return "×tp: every value is tp=" + std::to_string(n) +
            " times too large — the same sum was taken twice (an all-reduce in both directions, in both f and "

@@ -60,12 +60,11 @@ void Report::add(const GradeResult& g, const std::string& dir) {
       break;
     case Verdict::todo:
       ++todo_;
-      [[fallthrough]];
+      std::printf("  %s %s\n", color("33", "TODO").c_str(), tag.c_str());
+      break;
     case Verdict::failed:
       ++failed_;
-      std::printf("  %s %s\n",
-                  (g.verdict == Verdict::todo ? color("33", "TODO") : color("31", "FAIL")).c_str(),
-                  tag.c_str());
+      std::printf("  %s %s\n", color("31", "FAIL").c_str(), tag.c_str());
       break;
   }
   if (g.verdict != Verdict::passed) {
@@ -115,13 +114,16 @@ int Report::finish() const {
         static_cast<unsigned long long>(seed_));
   if (needs_)
     std::printf(
-        "\n%d run(s) need another lab's code that your copy does not implement yet: the labs build on each "
-        "other in order (lab01 → lab02 → lab03); see labs/README.md\n",
+        "\n%d run(s) need another lab's code that your copy does not implement yet: in a learner copy every "
+        "lab's code is yours (labs/README.md says which scenario needs which lab), unless your instructor ships "
+        "prebuilt solutions (solutions/)\n",
         needs_);
   std::string summary = fmt::format("{} passed, {} failed", passed_, failed_);
+  if (todo_) summary += fmt::format(", {} not implemented yet", todo_);
   if (needs_) summary += fmt::format(", {} need another lab's code", needs_);
-  std::printf("\n%s\n", color(failed_ || needs_ ? "31" : "32", summary).c_str());
-  return failed_ || needs_ ? 1 : 0;
+  const bool all_passed = failed_ == 0 && todo_ == 0 && needs_ == 0;
+  std::printf("\n%s\n", color(all_passed ? "32" : "31", summary).c_str());
+  return all_passed ? 0 : 1;
 }
 
 void print_scenario_list() {
@@ -151,7 +153,8 @@ std::string stale_sources(const std::vector<std::string>& labs, const std::strin
     if (!newer.empty())
       out += fmt::format(
           "./check: these files changed after {} was built, so its verdict would be stale:\n{}"
-          "run `make {}` first (./check rebuilds by itself unless it is run as build/bin/tpsp-check)\n",
+          "run `make {}` first (./check rebuilds by itself unless it is given --no-build or run as "
+          "build/bin/tpsp-check)\n",
           bin.filename().string(), newer, lab);
   }
   return out;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/model/config.h"
+#include "engine/placement.h"
 #include "engine/tensor.h"
 
 namespace tpsp::model {
@@ -16,7 +17,7 @@ namespace tpsp::model {
 /// How a parameter is laid out over the TP group.
 struct ShardSpec {
   Shape global_shape;              ///< whole parameter (vocabulary padded to a multiple of tp)
-  int split_dim = -1;              ///< -1: replicated; 0 or 1: split evenly along that dim, rank order
+  Placement placement;             ///< Replicate, or Shard(0/1): split evenly along that dim, rank order
   bool sequence_parallel = false;  ///< replicated, but its gradient is partial under SP (summed over TP)
 };
 

@@ -49,10 +49,11 @@ RowParallelLinear::RowParallelLinear(Tensor weight, Tensor bias, Tensor dweight,
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
-  // TODO(lab01 RowParallelLinear forward): with the input already split on its last dim, compute the
-  // partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or, under SP, a reduce-scatter; add the
-  // full bias after the reduction. Save what backward needs in `saved`.
-  TPSP_LAB_TODO("lab01 RowParallelLinear forward: with the input already split on its last dim, compute the partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or, under SP, a reduce-scatter; add the full bias after the reduction. Save what backward needs in `saved`");
+  // TODO(lab01 RowParallelLinear forward): the input is split on its last dim (input_is_parallel), or
+  // replicated and then this rank keeps its chunk (scatter_to_tensor_model_parallel_region, whose
+  // backward all-gathers dX). Compute the partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or,
+  // under SP, a reduce-scatter; add the full bias after the reduction. Save what backward needs.
+  TPSP_LAB_TODO("lab01 RowParallelLinear forward: the input is split on its last dim (input_is_parallel), or replicated and then this rank keeps its chunk (scatter_to_tensor_model_parallel_region, whose backward all-gathers dX). Compute the partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or, under SP, a reduce-scatter; add the full bias after the reduction. Save what backward needs");
 }
 
 Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {

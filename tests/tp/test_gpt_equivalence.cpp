@@ -75,7 +75,7 @@ void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0
       const model::ShardSpec& spec = gpt.shard_spec(name);
       const Tensor want = expected_shard(ref.params().at(name), spec, ps.tp_rank(), tp);
       int64_t rows = p.size(0);  // padded vocabulary rows have no reference counterpart
-      if (spec.split_dim == 0 && spec.global_shape[0] != ref.params().at(name).size(0))
+      if (spec.placement == Placement::Shard(0) && spec.global_shape[0] != ref.params().at(name).size(0))
         rows = std::clamp<int64_t>(c.vocab - ps.tp_rank() * p.size(0), 0, p.size(0));
       expect_close(p.slice0(0, rows), want.slice0(0, rows), 1e-4, 2e-5, "param after AdamW " + name);
     }

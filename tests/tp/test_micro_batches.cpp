@@ -72,7 +72,7 @@ void check_micro_batches(int tp, int dp, bool sp, int k, DType param_dtype) {
       Tensor want = expected_shard(ref.params().at(name), spec, ps.tp_rank(), tp);
       if (param_dtype == DType::bf16) want = want.to(DType::bf16).to(DType::f32);  // the rounded master
       int64_t n = p.size(0);
-      if (spec.split_dim == 0 && spec.global_shape[0] != ref.params().at(name).size(0))
+      if (spec.placement == Placement::Shard(0) && spec.global_shape[0] != ref.params().at(name).size(0))
         n = std::clamp<int64_t>(c.vocab - ps.tp_rank() * p.size(0), 0, p.size(0));
       // bf16: one rounding of a value whose f32 master may sit at a rounding boundary → 1 ulp (2^-8).
       const double rtol = param_dtype == DType::bf16 ? 1.0 / 128 : 1e-4;

@@ -92,8 +92,8 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
     for (const auto& [name, shard] : gpt.params()) {
       const model::ShardSpec& spec = gpt.shard_spec(name);
       Tensor whole =
-          spec.split_dim < 0 ? shard : ps.tp().all_gather(shard, spec.split_dim, {"gather_params"});
-      if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() && spec.split_dim == 0)
+          spec.placement.is_shard() ? ps.tp().all_gather(shard, spec.placement.dim, {"gather_params"}) : shard;
+      if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() && spec.placement == Placement::Shard(0))
         whole = whole.slice0(0, o.gpt.vocab);
       if (world->rank() == 0) io::save_npy(out_dir + "/params/" + name + ".npy", whole);
     }
