@@ -7,12 +7,12 @@
 
 namespace tpsp::checkers {
 
-Tensor input_tensor(const Shape& shape, uint64_t seed, const std::string& name, float scale, bool integer) {
+Tensor input_tensor(const Shape& shape, uint64_t seed, const std::string& name, float scale, bool exact) {
   Tensor t(shape);
   random::init_normal(t, seed, "check." + name, scale);
-  if (integer)
+  if (exact)
     for (int64_t i = 0; i < t.numel(); ++i)
-      t.at(i) = std::fmax(-8.f, std::fmin(8.f, std::round(t.at(i) * 3.f)));
+      t.at(i) = std::fmax(-8.f, std::fmin(8.f, std::round(t.at(i) * 12.f) / 4.f));
   return t;
 }
 

@@ -11,11 +11,11 @@
 
 namespace tpsp::checkers {
 
-/// A whole tensor of `shape` with values N(0, 1)·scale drawn from (seed, name). With integer = true,
-/// values are rounded to integers in [−8, 8] (round(3·N(0,1))), so any summation order gives the
-/// same float (nccl-tests' idea).
+/// A whole tensor of `shape` with values N(0, 1)·scale drawn from (seed, name). With exact = true,
+/// values are multiples of 1/4 in [−8, 8] (round(12·N(0,1))/4): sums of a few of them are exact in
+/// float32 in any order (nccl-tests' idea), and the fractions catch code that truncates to integers.
 Tensor input_tensor(const Shape& shape, uint64_t seed, const std::string& name, float scale = 1.f,
-                    bool integer = false);
+                    bool exact = false);
 /// b·s token ids in [0, vocab) drawn from (seed, name), batch-first [b, s].
 TokenBatch input_tokens(int64_t b, int64_t s, int64_t vocab, uint64_t seed, const std::string& name);
 /// Chunk r of n equal chunks of dim d of `whole` (a copy). Throws ShapeError if size(d) % n != 0.

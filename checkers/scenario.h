@@ -44,6 +44,8 @@ struct ExpectedCall {
   uint64_t tensor_bytes;
   std::string what;
   int64_t dim = 0;
+  comm::ReduceOp reduce = comm::ReduceOp::sum;  ///< all_reduce / reduce_scatter: the reduction
+  int peer_offset = 0;  ///< send / recv: the peer relative to this rank (+1: next in the ring, −1: previous)
 };
 /// Phase name ("forward", "backward", ...) → calls, in any order.
 using Pattern = std::map<std::string, std::vector<ExpectedCall>>;

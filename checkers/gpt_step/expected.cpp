@@ -19,7 +19,8 @@ ExpectedOutputs expected_gpt_step(uint64_t seed, int tp, bool sp) {
   gpt.step(adamw());
   ExpectedOutputs out{{"loss", {Tensor::from({1}, {loss})}}};
   for (const auto& [name, spec] : model::gpt_shard_specs(config(), tp, sp)) {
-    const bool vocab = spec.placement == Placement::Shard(0) && spec.global_shape[0] != grads.at(name).size(0);
+    const bool vocab =
+        spec.placement == Placement::Shard(0) && spec.global_shape[0] != grads.at(name).size(0);
     const Placement p = spec.placement;
     auto whole = [&](const Tensor& t) { return vocab ? pad_dim(t, 0, spec.global_shape[0]) : t; };
     out["grad." + name] = {.whole = whole(grads.at(name)), .placement = p, .real_rows = vocab ? kVocab : -1};

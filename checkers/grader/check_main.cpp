@@ -3,13 +3,19 @@
 // single-process answer from reference/ in this process, which links no learner code and no
 // lab-owned engine code. The last line is "N passed, N failed"; the exit status is 0 when every run
 // passed, 1 otherwise, 2 for a usage error.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +30,8 @@
 #include "checkers/grader/report.h"
 #include "checkers/scenario.h"
 #include "engine/io/npy.h"
+
+extern char** environ;
 
 namespace fs = std::filesystem;
 using namespace tpsp::checkers;
@@ -101,6 +109,15 @@ int parse(int argc, char** argv, Options& o) {
                    tp);
       return kUsage;
     }
+  if (!std::isfinite(o.timeout)) {
+    std::fprintf(stderr, "./check: --timeout must be a number of seconds in [0.1, 3600]\n");
+    return kUsage;
+  }
+  if (!o.json_path.empty() &&
+      !std::ofstream(o.json_path, std::ios::app)) {  // fail before the runs, not after
+    std::fprintf(stderr, "./check: cannot write %s\n", o.json_path.c_str());
+    return kUsage;
+  }
   if (o.backend != "gloo") {
     std::fprintf(stderr, "./check: backend '%s' is not available in this build (only gloo)\n",
                  o.backend.c_str());
@@ -124,10 +141,35 @@ int parse(int argc, char** argv, Options& o) {
   return -1;
 }
 
-/// Runs `cmd` with output to `log_path`; returns its exit status (128+signal for a signal).
-int run_logged(const std::string& cmd, const std::string& log_path) {
-  const int st = std::system((cmd + " >'" + log_path + "' 2>&1").c_str());
-  if (st == -1) return 127;
+/// Set by SIGINT/SIGTERM sent to ./check itself (Ctrl-C), as opposed to a rank that exits 130/143.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_interrupt(int) {
+  g_interrupted = 1;
+}
+
+/// Runs argv (with `env` added to the environment), output to `log_path`; returns its exit status
+/// (128+signal when killed). posix_spawn, not system(): system() ignores SIGINT in the caller, and a
+/// rank's own exit status 130 must not look like the user's Ctrl-C.
+int run_logged(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+               const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args, envp;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return 127;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return 127;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -218,6 +260,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s", stale.c_str());
       return kUsage;
     }
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   char tmpl[] = "/tmp/tpsp-check-XXXXXX";
   const std::string work = mkdtemp(tmpl);
   ExpectedCache expected(o.seed);
@@ -237,14 +281,14 @@ int main(int argc, char** argv) {
           // The run's budget; a collective waits longer than that, so a stuck run is stopped by the
           // launcher, whose SIGTERM makes every rank print where it was (checkers/rank/where.h).
           const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
-          const std::string cmd = fmt::format(
-              "TPSP_COMM_TIMEOUT={} TPSP_COMM_CHECK_BUFFERS=1 '{}/tpsp-run' -n {} --timeout {} --tail 12 -- "
-              "'{}' --scenario {} --tp {} "
-              "--sp {} "
-              "--seed {} --out '{}'",
-              budget + 10, bin_dir, layout.world(), budget, bin, sc.id(), layout.tp, sp ? 1 : 0, o.seed, dir);
-          const int code = run_logged(cmd, dir + "/launcher.log");
-          if (code == 128 + SIGINT || code == 128 + SIGTERM) {  // Ctrl-C: stop checking, do not grade
+          const std::string budget_s = fmt::format("{}", budget);
+          const int code =
+              run_logged({bin_dir + "/tpsp-run", "-n", std::to_string(layout.world()), "--timeout", budget_s,
+                          "--tail", "12", "--", bin, "--scenario", sc.id(), "--tp", std::to_string(layout.tp),
+                          "--sp", sp ? "1" : "0", "--seed", std::to_string(o.seed), "--out", dir},
+                         {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1"},
+                         dir + "/launcher.log");
+          if (g_interrupted) {  // Ctrl-C: stop checking, do not grade
             std::printf("\ninterrupted\n");
             fs::remove_all(work);
             return 130;

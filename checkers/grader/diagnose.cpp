@@ -129,12 +129,14 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
     return "all zeros: the result never reached the returned tensor (a stale or unwritten buffer?)";
   if (dg.passes > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(dg.passes)), rtol, atol)) {
     const std::string assigned = fmt::format(
-        "the result of ONE backward pass where {} ran: a gradient must be accumulated (+=) into its buffer, not "
+        "the result of ONE backward pass where {} ran: a gradient must be accumulated (+=) into its buffer, "
+        "not "
         "assigned — the last pass overwrote the earlier ones",
         dg.passes);
     if (n == dg.passes)  // at tp = passes the two signatures give the same factor: name both
       return fmt::format(
-          "values are 1/{} of the expected ones: either {}, or ÷tp (tp={}): averaged over the TP group where it "
+          "values are 1/{} of the expected ones: either {}, or ÷tp (tp={}): averaged over the TP group where "
+          "it "
           "must be summed (at another tp the two differ: run --tp 3)",
           dg.passes, assigned, n);
     return fmt::format("values are 1/{} of the expected ones, {}", dg.passes, assigned);

@@ -68,10 +68,17 @@ std::string describe(std::vector<std::string> whats) {
   return out;
 }
 
-/// "all_gather on group tp along dim 2" (the dim only for the ops that have one).
-std::string call_key(const std::string& op, const std::string& group, int64_t dim) {
-  const bool has_dim = op == "all_gather" || op == "reduce_scatter";
-  return op + " on group " + group + (has_dim ? " along dim " + std::to_string(dim) : "");
+/// "all_gather on group tp along dim 2", "all_reduce (max) on group tp", "send to rank 1 on group tp":
+/// the dim, the reduction and the peer for the ops that have one.
+std::string call_key(const std::string& op, const std::string& group, int64_t dim, const std::string& reduce,
+                     int peer) {
+  std::string key = op;
+  if (op == "all_reduce" || op == "reduce_scatter") key += " (" + reduce + ")";
+  if (op == "send") key += " to rank " + std::to_string(peer);
+  if (op == "recv") key += " from rank " + std::to_string(peer);
+  key += " on group " + group;
+  if (op == "all_gather" || op == "reduce_scatter") key += " along dim " + std::to_string(dim);
+  return key;
 }
 
 /// Where a rank's shard sits in the whole tensor: "rows [12, 24) of dim 0", "indices [6, 12) of dim 2".
@@ -101,12 +108,16 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
     for (const json& c : results[static_cast<std::size_t>(w)]["calls"]) {
       const std::string op = c.value("op", "");
       if (c.value("phase", "") == "setup" || op == "new_group") continue;
-      got[c.value("phase", "")].insert({call_key(op, c.value("group", ""), c.value("dim", int64_t{0})),
+      got[c.value("phase", "")].insert({call_key(op, c.value("group", ""), c.value("dim", int64_t{0}),
+                                                 c.value("reduce", "sum"), c.value("peer", -1)),
                                         c.value("tensor_bytes", uint64_t{0})});
     }
     for (const auto& [phase, calls] : pattern)
       for (const ExpectedCall& c : calls) {
-        const Key key{call_key(comm::op_name(c.op), "tp", c.dim), c.tensor_bytes};
+        const int tp_rank = w % layout.tp;
+        const int peer = ((tp_rank + c.peer_offset) % layout.tp + layout.tp) % layout.tp;
+        const Key key{call_key(comm::op_name(c.op), "tp", c.dim, comm::reduce_op_name(c.reduce), peer),
+                      c.tensor_bytes};
         want[phase].insert(key);
         what[{phase, key}].push_back(c.what);
       }
@@ -146,12 +157,20 @@ std::string check_waited(const Layout& layout, const std::vector<json>& results)
     }
     if (!unwaited.empty())
       return fmt::format(
-          "on {} an async call's Work was destroyed without wait(): the call may still read or write its "
-          "buffers "
-          "after your function returned, and its errors are lost{}",
+          "on {} an async call was never waited (its Work was dropped, or kept without wait()): the call may "
+          "still "
+          "read or write its buffers after your function returned, and its errors are lost{}",
           rank_name(layout, w), unwaited);
   }
   return "";
+}
+
+/// True when every rank's tensor is (within tolerance) the whole expected sum.
+bool every_rank_holds_the_sum(const std::vector<Tensor>& got, const Tensor& whole, const Tolerance& tol) {
+  const double atol = tol.atol_rel * std::max(1e-6, max_abs(whole));
+  for (const Tensor& g : got)
+    if (!all_close(g, whole, tol.rtol, atol)) return false;
+  return true;
 }
 
 /// Compares every expected output of one TP group (replica d) with the ranks' dumps.
@@ -178,10 +197,20 @@ void check_outputs(const ExpectedOutputs& want, const Layout& layout, int replic
         for (const Tensor& g : got) ops::add_(sum, g);
       Expected whole = spec;
       whole.placement = Placement::Replicate();
-      const std::string p =
+      std::string p =
           same ? compare_output(name + " (summed over the TP ranks)", whole, {sum}, 0, tol)
                : fmt::format("{}: a partial sum of shape {} is expected on every rank, got {} on rank 0",
                              name, shape_str(spec.whole.shape()), shape_str(got[0].shape()));
+      if (!p.empty() && same && layout.tp > 1 && every_rank_holds_the_sum(got, spec.whole, tol)) {
+        if (const auto h = p.find("\n      hint:"); h != std::string::npos)
+          p.resize(h);  // this one is sharper
+        p += fmt::format(
+            "\n      hint: every rank holds the whole sum (the sum over the ranks is tp={} times it): a "
+            "partial "
+            "output must hold only this rank's own share (e.g. its own tokens under SP), not values that "
+            "were already gathered or reduced",
+            layout.tp);
+      }
       if (!p.empty()) problems.push_back(layout.dp > 1 ? fmt::format("replica {}: {}", replica, p) : p);
       continue;
     }

@@ -115,7 +115,8 @@ int Report::finish() const {
   if (needs_)
     std::printf(
         "\n%d run(s) need another lab's code that your copy does not implement yet: in a learner copy every "
-        "lab's code is yours (labs/README.md says which scenario needs which lab), unless your instructor ships "
+        "lab's code is yours (labs/README.md says which scenario needs which lab), unless your instructor "
+        "ships "
         "prebuilt solutions (solutions/)\n",
         needs_);
   std::string summary = fmt::format("{} passed, {} failed", passed_, failed_);

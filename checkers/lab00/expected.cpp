@@ -23,8 +23,14 @@ std::vector<ExpectedCall> ring_phase(int tp, const char* what) {
   std::vector<ExpectedCall> calls;
   const uint64_t chunk_bytes = R / tp * C * 4;
   for (int i = 0; i < tp - 1; ++i) {
-    calls.push_back({OpKind::send, chunk_bytes, std::string(what) + ": send one chunk to rank+1"});
-    calls.push_back({OpKind::recv, chunk_bytes, std::string(what) + ": receive one chunk from rank−1"});
+    calls.push_back({.op = OpKind::send,
+                     .tensor_bytes = chunk_bytes,
+                     .what = std::string(what) + ": send one chunk to rank+1",
+                     .peer_offset = +1});
+    calls.push_back({.op = OpKind::recv,
+                     .tensor_bytes = chunk_bytes,
+                     .what = std::string(what) + ": receive one chunk from rank−1",
+                     .peer_offset = -1});
   }
   return calls;
 }

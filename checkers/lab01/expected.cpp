@@ -51,9 +51,10 @@ Pattern pattern_f_g(int tp, bool) {
 ExpectedOutputs expected_column(uint64_t seed, bool sp, const LinearCase& lc) {
   const Tensor x = col_x(seed), w = col_w(seed), b = col_b(seed), dy = col_dy(seed);
   const reference::LinearGrads g = reference::linear_backward(dy, x, w, true);
-  ExpectedOutputs out{{"y",
-                       {reference::linear_forward(x, w, lc.skip_bias_add ? Tensor() : b),
-                        lc.gather_output ? Placement::Replicate() : Placement::Shard(2)}},
+  const Tensor bias = lc.skip_bias_add ? Tensor() : b;
+  const Placement out_placement = lc.gather_output ? Placement::Replicate() : Placement::Shard(2);
+  ExpectedOutputs out{{"y", {reference::linear_forward(x, w, bias), out_placement}},
+                      {"y_second", {reference::linear_forward(col_x2(seed), w, bias), out_placement}},
                       {"dx", {g.dx, sp ? Placement::Shard(0) : Placement::Replicate()}},
                       {"dbias", accumulated(g.db, Placement::Shard(0))}};
   if (!lc.frozen_weight) out["dweight"] = accumulated(g.dw, Placement::Shard(0));
@@ -75,15 +76,17 @@ Pattern pattern_column(int tp, bool sp, const LinearCase& lc) {
   if (lc.gather_output)
     p["forward"].push_back({OpKind::all_gather, sbf, "gather_output: all-gather of Y's last dim", 2});
   p["backward"] = repeated(backward, kPasses);
+  p["forward.second"] = p["forward"];
   return p;
 }
 
 ExpectedOutputs expected_row(uint64_t seed, bool sp, const LinearCase& lc) {
   const Tensor x = row_x(seed), w = row_w(seed), b = row_b(seed), dy = row_dy(seed);
   const reference::LinearGrads g = reference::linear_backward(dy, x, w, true);
-  return {{"y",
-           {reference::linear_forward(x, w, lc.skip_bias_add ? Tensor() : b),
-            sp ? Placement::Shard(0) : Placement::Replicate()}},
+  const Tensor bias = lc.skip_bias_add ? Tensor() : b;
+  const Placement out_placement = sp ? Placement::Shard(0) : Placement::Replicate();
+  return {{"y", {reference::linear_forward(x, w, bias), out_placement}},
+          {"y_second", {reference::linear_forward(row_x2(seed), w, bias), out_placement}},
           {"dx", {g.dx, lc.input_is_parallel ? Placement::Shard(2) : Placement::Replicate()}},
           {"dweight", accumulated(g.dw, Placement::Shard(1))},
           // Under SP each rank's bias gradient covers its own tokens (summed over TP afterwards).
@@ -104,6 +107,7 @@ Pattern pattern_row(int tp, bool sp, const LinearCase& lc) {
   if (!lc.input_is_parallel)
     backward.push_back({OpKind::all_gather, sbf, "scatter's backward: all-gather of dX's last dim", 2});
   if (!backward.empty()) p["backward"] = repeated(backward, kPasses);
+  p["forward.second"] = p["forward"];
   return p;
 }
 

@@ -34,6 +34,13 @@ inline Tensor col_w(uint64_t s) {
 inline Tensor col_b(uint64_t s) {
   return input_tensor({F}, s, "col.b");
 }
+/// Inputs of a second forward call (after the backward passes): its result must not change the first's.
+inline Tensor col_x2(uint64_t s) {
+  return input_tensor({S, B, H}, s, "col.x2");
+}
+inline Tensor row_x2(uint64_t s) {
+  return input_tensor({S, B, F}, s, "row.x2");
+}
 inline Tensor col_dy(uint64_t s) {
   return input_tensor({S, B, F}, s, "col.dy");
 }

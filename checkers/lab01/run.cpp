@@ -64,7 +64,12 @@ RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
   for (int pass = 0; pass < kPasses; ++pass)
     dx = guarded("ColumnParallelLinear.backward", {{"dy", &dy_in}},
                  [&] { return layer.backward(dy_in, saved, *ctx.tp); });
-  RankOutputs out{{"y", y.clone()}, {"dx", dx.clone()}, {"dbias", db}};
+  // A second forward: the tensors returned before (y, dx) must not change (no reused output buffer).
+  ctx.begin_phase("forward.second");
+  LinearSaved saved2;
+  const Tensor x2_in = ctx.sp ? chunk(col_x2(ctx.seed), 0, r, n) : col_x2(ctx.seed);
+  const Tensor y2 = layer.forward(x2_in, saved2, *ctx.tp);
+  RankOutputs out{{"y", y}, {"y_second", y2}, {"dx", dx}, {"dbias", db}};
   if (!lc.frozen_weight) out["dweight"] = dw;
   return out;
 }
@@ -90,7 +95,12 @@ RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
   for (int pass = 0; pass < kPasses; ++pass)
     dx = guarded("RowParallelLinear.backward", {{"dy", &dy_in}},
                  [&] { return layer.backward(dy_in, saved, *ctx.tp); });
-  return {{"y", y.clone()}, {"dx", dx.clone()}, {"dweight", dw}, {"dbias", db}};
+  // A second forward: the tensors returned before (y, dx) must not change (no reused output buffer).
+  ctx.begin_phase("forward.second");
+  LinearSaved saved2;
+  const Tensor x2_in = lc.input_is_parallel ? chunk(row_x2(ctx.seed), 2, r, n) : row_x2(ctx.seed);
+  const Tensor y2 = layer.forward(x2_in, saved2, *ctx.tp);
+  return {{"y", y}, {"y_second", y2}, {"dx", dx}, {"dweight", dw}, {"dbias", db}};
 }
 
 /// The TP MLP: column (h → ffn) → GELU → row (ffn → h), kPasses backward passes.

@@ -16,6 +16,7 @@ namespace tpsp::checkers {
 namespace {
 
 using comm::OpKind;
+using comm::ReduceOp;
 using namespace lab02;
 
 ExpectedOutputs expected_embedding(uint64_t seed, int tp, bool sp) {
@@ -43,9 +44,9 @@ Pattern pattern_embedding(int tp, bool sp) {
 
 ExpectedOutputs expected_cross_entropy(uint64_t seed, int tp, const CECase& cc) {
   const Tensor logits = ce_logits(seed, V, cc.scale);
-  const std::vector<int64_t> targets = ce_targets(seed);
+  const std::vector<int64_t> targets = ce_case_targets(seed, cc);
   const ops::CrossEntropyOut res = ops::cross_entropy_forward(logits, targets, cc.alpha);
-  const Tensor dlogits = ops::cross_entropy_backward(logits, targets, 1.f, cc.alpha);
+  const Tensor dlogits = ops::cross_entropy_backward(logits, targets, kDLoss, cc.alpha);
   return {{"losses", {res.losses}},
           {"loss", {Tensor::from({1}, {res.loss})}},
           {"dlogits", {pad_dim(dlogits, 1, padded_to(V, tp)), Placement::Shard(1)}}};  // padded columns: 0
@@ -55,7 +56,10 @@ Pattern pattern_cross_entropy(int tp, float alpha) {
   if (tp == 1) return {};
   const uint64_t rows = S * B * kF32;
   return {{"forward",
-           {{OpKind::all_reduce, rows, "max over the vocabulary"},
+           {{.op = OpKind::all_reduce,
+             .tensor_bytes = rows,
+             .what = "max over the vocabulary",
+             .reduce = ReduceOp::max},
             {OpKind::all_reduce, rows, "the target's logit"},
             {OpKind::all_reduce, alpha > 0 ? 2 * rows : rows,
              alpha > 0 ? "Σexp and Σlogits (label smoothing), fused" : "Σexp over the vocabulary"}}}};
@@ -96,18 +100,40 @@ Tensor mp_draws(uint64_t seed, int tp, uint64_t offset) {
   return cat(rows, 0);
 }
 
-ExpectedOutputs expected_rng(uint64_t seed, int tp, bool) {
+ExpectedOutputs expected_rng(uint64_t check_seed, int tp, bool) {
+  const uint64_t seed = tracker_seed(check_seed);
   return {{"default_before_fork", {draws(seed, 0)}},
           {"model_parallel_in_fork", {mp_draws(seed, tp, 0), Placement::Shard(0)}},
           {"default_after_fork", {draws(seed, kDraw)}}};
 }
 
-ExpectedOutputs expected_rng_nested(uint64_t seed, int tp, bool) {
+ExpectedOutputs expected_rng_nested(uint64_t check_seed, int tp, bool) {
+  const uint64_t seed = tracker_seed(check_seed);
   return {{"mp_first", {mp_draws(seed, tp, 0), Placement::Shard(0)}},
           {"dp_inside_mp", {draws(seed, 0)}},
           {"mp_after_inner_fork", {mp_draws(seed, tp, kDraw), Placement::Shard(0)}},
           {"default_after_forks", {draws(seed, 0)}},
           {"dp_again", {draws(seed, kDraw)}}};
+}
+
+ExpectedOutputs expected_rng_contract(uint64_t check_seed, int tp, bool) {
+  const uint64_t seed = tracker_seed(check_seed);
+  std::vector<Tensor> rows;
+  for (int r = 0; r < tp; ++r) {
+    const uint64_t mp_seed = seed + tensor_parallel::kModelParallelSeedOffset + static_cast<uint64_t>(r);
+    rows.push_back(cat({draws(mp_seed, 0), draws(mp_seed, kDraw), draws(mp_seed, 2 * kDraw)}, 1));
+  }
+  return {
+      {"refuses_fork_of_unknown_name",
+       flag("1 = fork('never-added') raised ShapeError; 0 = it forked a state "
+            "that was never added")},
+      {"accepts_seed_of_a_refused_add",
+       flag(
+           "1 = after add('model-parallel-rng', s) was refused (the name exists), add('fresh', s) succeeded; "
+           "0 = the refused call had recorded s anyway (a refused add must leave the tracker unchanged)")},
+      {"mp_fork_of_current_continues", {cat(rows, 0), Placement::Shard(0)}},
+      {"mp_after_reseed", {mp_draws(seed + 1, tp, 0), Placement::Shard(0)}},
+      {"default_after_reseed", {draws(seed + 1, 0)}}};
 }
 
 Scenario cross_entropy(const char* name, const char* summary, CECase cc) {
@@ -134,6 +160,9 @@ void add_scenarios(std::vector<Scenario>& out) {
   out.push_back(cross_entropy("cross_entropy_large_logits",
                               "logits ×1000: the loss stays finite only if the global max is subtracted",
                               {.scale = 1000.f}));
+  out.push_back(cross_entropy("cross_entropy_all_ignored",
+                              "every target is ignore_index: loss 0 and a zero gradient, not NaN",
+                              {.all_ignored = true}));
   out.push_back({.lab = "lab02",
                  .name = "cross_entropy_bad_inputs",
                  .summary = "refuse targets outside [0, V) and logits that are not this rank's V/tp columns",
@@ -142,7 +171,8 @@ void add_scenarios(std::vector<Scenario>& out) {
       {.lab = "lab02",
        .name = "transformer_layer",
        .summary = "a transformer layer split by heads and ffn columns, dropout 0.1, two backward passes",
-       .expected = [](uint64_t seed, int, bool) { return layer::expected_layer(seed, false); },
+       .sp_variants = true,  // under SP it runs lab03's mappings too (from the engine in the full repository)
+       .expected = [](uint64_t seed, int, bool sp) { return layer::expected_layer(seed, sp); },
        .pattern = layer::layer_pattern});
   out.push_back(
       {.lab = "lab02",
@@ -178,6 +208,12 @@ void add_scenarios(std::vector<Scenario>& out) {
               flag("1 = add('another-rng', seed) with the data-parallel seed raised ShapeError; 0 = "
                    "two states now draw the same numbers")}};
        }});
+  out.push_back({.lab = "lab02",
+                 .name = "rng_tracker_contract",
+                 .summary =
+                     "fork refuses unknown names, refused adds change nothing, forking the current state "
+                     "continues it, reseeding resets",
+                 .expected = expected_rng_contract});
   out.push_back(gpt_step_scenario("lab02", false));
 }
 

@@ -40,11 +40,11 @@ RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
   tensor_parallel::VocabParallelCESaved saved;
   ctx.begin_phase("forward");
   const auto res = guarded("vocab_parallel_cross_entropy_forward", {{"logits", &logits}}, [&] {
-    return tensor_parallel::vocab_parallel_cross_entropy_forward(logits, ce_targets(ctx.seed), V, cc.alpha,
-                                                                 *ctx.tp, saved, "check.ce");
+    return tensor_parallel::vocab_parallel_cross_entropy_forward(logits, ce_case_targets(ctx.seed, cc), V,
+                                                                 cc.alpha, *ctx.tp, saved, "check.ce");
   });
   ctx.begin_phase("backward");
-  const Tensor dlogits = tensor_parallel::vocab_parallel_cross_entropy_backward(saved, 1.f, *ctx.tp);
+  const Tensor dlogits = tensor_parallel::vocab_parallel_cross_entropy_backward(saved, kDLoss, *ctx.tp);
   return {{"losses", res.losses.clone()}, {"loss", Tensor::from({1}, {res.loss})}, {"dlogits", dlogits}};
 }
 
@@ -87,7 +87,7 @@ Tensor draw(tensor_parallel::RngStatesTracker& t) {
 /// Draws from the default stream, inside one fork of the model-parallel stream, and after it.
 RankOutputs run_rng(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
-  tensor_parallel::model_parallel_manual_seed(tracker, ctx.seed, ctx.rank());
+  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
   const Tensor before = draw(tracker);
   Tensor inside;
   {
@@ -104,7 +104,7 @@ RankOutputs run_rng(RunContext& ctx) {
 RankOutputs run_rng_nested(RunContext& ctx) {
   using tensor_parallel::kDataParallelRngName;
   tensor_parallel::RngStatesTracker tracker;
-  tensor_parallel::model_parallel_manual_seed(tracker, ctx.seed, ctx.rank());
+  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
   RankOutputs out;
   {
     auto mp = tracker.fork();
@@ -126,10 +126,48 @@ RankOutputs run_rng_nested(RunContext& ctx) {
 /// add() must refuse a name that exists and a seed that was already added.
 RankOutputs run_rng_refusals(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
-  tensor_parallel::model_parallel_manual_seed(tracker, ctx.seed, ctx.rank());
-  return {{"refuses_duplicate_name",
-           refused([&] { tracker.add(tensor_parallel::kModelParallelRngName, ctx.seed + 1000000); })},
-          {"refuses_duplicate_seed", refused([&] { tracker.add("another-rng", ctx.seed); })}};
+  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
+  return {{"refuses_duplicate_name", refused([&] {
+             tracker.add(tensor_parallel::kModelParallelRngName, tracker_seed(ctx.seed) + 1000000);
+           })},
+          {"refuses_duplicate_seed", refused([&] { tracker.add("another-rng", tracker_seed(ctx.seed)); })}};
+}
+
+/// 1 if `fn` returned normally (no refusal), else 0.
+template <class F>
+Tensor accepted(F&& fn) {
+  return Tensor::from({1}, {1.f - refused(fn).at(0)});
+}
+
+/// The rest of the tracker's contract: fork refuses an unknown name, a refused add() leaves the
+/// tracker unchanged, forking the state that is already current continues it, and seeding a used
+/// tracker again resets it.
+RankOutputs run_rng_contract(RunContext& ctx) {
+  const uint64_t seed = tracker_seed(ctx.seed);
+  tensor_parallel::RngStatesTracker tracker;
+  tensor_parallel::model_parallel_manual_seed(tracker, seed, ctx.rank());
+  RankOutputs out;
+  out["refuses_fork_of_unknown_name"] = refused([&] { auto g = tracker.fork("never-added"); });
+  refused([&] { tracker.add(tensor_parallel::kModelParallelRngName, seed + 5); });  // a duplicate name
+  out["accepts_seed_of_a_refused_add"] = accepted([&] { tracker.add("fresh", seed + 5); });
+  std::vector<Tensor> mp;
+  {
+    auto outer = tracker.fork();
+    mp.push_back(draw(tracker));
+    {
+      auto inner = tracker.fork();  // the state that is already current: continues it
+      mp.push_back(draw(tracker));
+    }
+    mp.push_back(draw(tracker));
+  }
+  out["mp_fork_of_current_continues"] = cat(mp, 1);
+  tensor_parallel::model_parallel_manual_seed(tracker, seed + 1, ctx.rank());  // reseed a used tracker
+  {
+    auto g = tracker.fork();
+    out["mp_after_reseed"] = draw(tracker);
+  }
+  out["default_after_reseed"] = draw(tracker);
+  return out;
 }
 
 void add_runs(std::map<std::string, RunFn>& out) {
@@ -141,12 +179,16 @@ void add_runs(std::map<std::string, RunFn>& out) {
   out["lab02/cross_entropy_large_logits"] = [](RunContext& c) {
     return run_cross_entropy(c, {.scale = 1000.f});
   };
+  out["lab02/cross_entropy_all_ignored"] = [](RunContext& c) {
+    return run_cross_entropy(c, {.all_ignored = true});
+  };
   out["lab02/cross_entropy_bad_inputs"] = run_cross_entropy_bad_inputs;
   out["lab02/transformer_layer"] = layer::run_layer;
   out["lab02/transformer_layer_checks_seq"] = layer::run_layer_wrong_seq;
   out["lab02/rng_tracker"] = run_rng;
   out["lab02/rng_tracker_nested_forks"] = run_rng_nested;
   out["lab02/rng_tracker_refusals"] = run_rng_refusals;
+  out["lab02/rng_tracker_contract"] = run_rng_contract;
   out["lab02/gpt_step"] = run_gpt_step;
 }
 

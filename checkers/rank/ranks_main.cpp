@@ -8,6 +8,7 @@
 // and exits 0 (ok), 3 (a TODO is not implemented yet) or 1 (an error). Stopped by SIGTERM (the
 // launcher's budget), it prints where its main thread was before it exits.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -27,10 +28,19 @@ using namespace tpsp;
 using nlohmann::json;
 
 json call_json(const comm::CommRecord& r, const std::string& phase) {
-  return {{"phase", phase},   {"op", comm::op_name(r.op)}, {"group", r.group},
-          {"dim", r.dim},     {"shape", r.shape},          {"tensor_bytes", r.tensor_bytes},
-          {"bytes", r.bytes}, {"label", r.label},          {"seq", r.seq},
-          {"async", r.async}, {"waited", r.waited}};
+  return {{"phase", phase},
+          {"op", comm::op_name(r.op)},
+          {"group", r.group},
+          {"dim", r.dim},
+          {"shape", r.shape},
+          {"tensor_bytes", r.tensor_bytes},
+          {"bytes", r.bytes},
+          {"label", r.label},
+          {"seq", r.seq},
+          {"async", r.async},
+          {"waited", r.waited},
+          {"peer", r.peer},
+          {"reduce", comm::reduce_op_name(r.reduce)}};
 }
 
 }  // namespace
@@ -76,16 +86,26 @@ int main(int argc, char** argv) {
     ctx.ps = &ps;
     ctx.sp = sp;
     ctx.seed = seed;
-    std::string phase = "setup";
+    // Calls are filed under the phase in which they were ISSUED (an async call may complete later);
+    // calls still pending at the end (in flight, or never waited and never completed) are listed too.
     comm::Recorder& rec = world->recorder();
-    auto flush = [&] {
-      for (const comm::CommRecord& r : rec.records()) result["calls"].push_back(call_json(r, phase));
-      rec.clear();
-    };
     rec.clear();
-    ctx.begin_phase = [&](const std::string& next) {
-      flush();
-      phase = next;
+    std::vector<std::pair<double, std::string>> phases{{-1.0, "setup"}};
+    ctx.begin_phase = [&](const std::string& next) { phases.emplace_back(rec.now(), next); };
+    auto flush = [&] {
+      auto phase_of = [&](double t) {
+        std::string p = phases.front().second;
+        for (const auto& [start, name] : phases)
+          if (start <= t) p = name;
+        return p;
+      };
+      std::vector<comm::CommRecord> calls = rec.records();
+      for (comm::CommRecord r : rec.pending()) {
+        r.waited = false;
+        calls.push_back(r);
+      }
+      std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+      for (const comm::CommRecord& r : calls) result["calls"].push_back(call_json(r, phase_of(r.t_issue)));
     };
     checkers::RankOutputs outputs;
     try {

@@ -99,8 +99,27 @@ std::vector<std::string> source_lines(const std::vector<Frame>& frames, const st
   return out;
 }
 
+/// Prints the calling thread's stack under `headline` (frames 0 and 1: the handler and the trampoline).
+void print_stack(const char* headline);
+
 /// Runs on the main thread (SIGUSR2 from the watcher): prints the stack and exits.
 void print_where(int) {
+  print_stack("was stopped (SIGTERM: its time budget ran out, or a peer failed) while in");
+  _exit(128 + SIGTERM);
+}
+
+/// A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) on any thread: where it happened, then the
+/// default action, so the exit status still names the signal.
+void print_crash(int sig) {
+  char headline[96];
+  std::snprintf(headline, sizeof headline, "crashed with %s in",
+                sigabbrev_np(sig) ? sigabbrev_np(sig) : "a signal");
+  print_stack(headline);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void print_stack(const char* headline) {
   void* pcs[64];
   const int n = backtrace(pcs, 64);
   char exe_buf[4096] = {0};
@@ -109,8 +128,7 @@ void print_where(int) {
   std::vector<Frame> frames;
   for (int i = 2; i < n; ++i) frames.push_back(describe(pcs[i]));  // 0: this handler, 1: the trampoline
   const std::vector<std::string> lines = source_lines(frames, exe);
-  std::fprintf(stderr, "rank %d was stopped (SIGTERM: its time budget ran out, or a peer failed) while in:\n",
-               g_rank.load());
+  std::fprintf(stderr, "rank %d %s:\n", g_rank.load(), headline);
   int shown = 0;
   for (std::size_t i = 0; i < frames.size() && shown < 12; ++i) {
     const Frame& f = frames[i];
@@ -121,7 +139,6 @@ void print_where(int) {
     std::fprintf(stderr, "  #%d %s\n", shown++, text.c_str());
   }
   std::fflush(stderr);
-  _exit(128 + SIGTERM);
 }
 
 }  // namespace
@@ -135,6 +152,16 @@ void report_where_on_sigterm() {
   struct sigaction sa {};
   sa.sa_handler = print_where;
   sigaction(SIGUSR2, &sa, nullptr);
+  // Crashes print where they happened; an alternate stack lets a stack overflow be reported too.
+  static char alt_stack[1 << 16];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction crash {};
+  crash.sa_handler = print_crash;
+  crash.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &crash, nullptr);
   std::thread([term] {
     int sig = 0;
     sigwait(&term, &sig);

@@ -198,6 +198,9 @@ CommRecord ProcessGroup::base_record(const Call& c) const {
   r.group_size = size_;
   r.global_rank = global_rank();
   r.dim = c.dim;
+  const bool has_peer = c.op == OpKind::send || c.op == OpKind::recv || c.op == OpKind::broadcast;
+  r.peer = has_peer ? c.peer : -1;
+  r.reduce = c.reduce;
   r.dtype = c.dtype;
   r.shape = c.shape;
   r.tensor_bytes = c.tensor_bytes;
@@ -244,6 +247,7 @@ WorkPtr ProcessGroup::enqueue(Call call, Body body, const std::vector<Tensor>& r
   ++next_seq_;
   auto work = std::make_shared<Work>(recorder_, call.id, call.async, where(call));
   guard_buffers(call, work, read_buffers);
+  recorder_->issued(base_record(call));
   worker_->submit([this, call = std::move(call), body = std::move(body), work] { run(call, body, work); });
   return work;
 }
@@ -283,6 +287,7 @@ WorkPtr ProcessGroup::post_p2p(Call c, const Tensor& t, int peer, bool is_send) 
     c.seq = next_p2p_++;
     throw_if_dead(c);
     work = std::make_shared<Work>(recorder_, c.id, c.async, where(c));
+    recorder_->issued(base_record(c));
     try {
       pending = is_send ? backend_->send(t.raw_data(), t.nbytes(), peer)
                         : backend_->recv(const_cast<Tensor&>(t).raw_data(), t.nbytes(), peer);

@@ -23,24 +23,38 @@ uint64_t Recorder::next_id() {
   return next_id_++;
 }
 
+void Recorder::issued(const CommRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (enabled_) pending_[r.id] = r;
+}
+
+std::vector<CommRecord> Recorder::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CommRecord> out;
+  for (const auto& [id, r] : pending_) out.push_back(r);
+  return out;
+}
+
 void Recorder::append(CommRecord r) {
   std::lock_guard<std::mutex> lock(mu_);
+  pending_.erase(r.id);
   if (!enabled_) return;
-  if (const auto it = std::find(unwaited_.begin(), unwaited_.end(), r.id); it != unwaited_.end()) {
-    r.waited = false;
-    unwaited_.erase(it);
+  if (r.async) {
+    const auto it = std::find(waited_early_.begin(), waited_early_.end(), r.id);
+    r.waited = it != waited_early_.end();
+    if (it != waited_early_.end()) waited_early_.erase(it);
   }
   records_.push_back(std::move(r));
 }
 
-void Recorder::mark_unwaited(uint64_t id) {
+void Recorder::mark_waited(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (CommRecord& r : records_)
-    if (r.id == id) {
-      r.waited = false;
+  for (auto it = records_.rbegin(); it != records_.rend(); ++it)
+    if (it->id == id) {
+      it->waited = true;
       return;
     }
-  unwaited_.push_back(id);
+  waited_early_.push_back(id);
 }
 
 void Recorder::append_compute(ComputeRecord r) {
@@ -102,6 +116,7 @@ void Recorder::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   records_.clear();
   compute_.clear();
+  pending_.clear();
 }
 
 nlohmann::json to_json(const CommRecord& r) {
@@ -113,6 +128,8 @@ nlohmann::json to_json(const CommRecord& r) {
                         {"group_size", r.group_size},
                         {"global_rank", r.global_rank},
                         {"dim", r.dim},
+                        {"peer", r.peer},
+                        {"reduce", reduce_op_name(r.reduce)},
                         {"dtype", dtype_name(r.dtype)},
                         {"shape", r.shape},
                         {"tensor_bytes", r.tensor_bytes},

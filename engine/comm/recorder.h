@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,6 +29,8 @@ struct CommRecord {
   int group_size = 1;
   int global_rank = 0;  ///< This process's rank in the world.
   int64_t dim = 0;      ///< Gather/scatter dimension (0 for ops without one).
+  int peer = -1;        ///< Group rank of the other side: send dst, recv src, broadcast root (else -1).
+  ReduceOp reduce = ReduceOp::sum;  ///< all_reduce / reduce_scatter: the reduction.
   DType dtype = DType::f32;
   Shape shape;                ///< Shape of the caller's input tensor (all_gather: the local shard).
   uint64_t tensor_bytes = 0;  ///< Bytes of the tensor S of cost_model.h (all_gather: the output).
@@ -37,7 +40,7 @@ struct CommRecord {
   double t_end = 0;           ///< When it completed, including any emulated link delay.
   std::string label;          ///< The caller's CallOpts::label, e.g. "layer3.mlp.fc2.g".
   bool async = false;         ///< Issued through an *_async form.
-  bool waited = true;         ///< False for an async call whose Work was destroyed without a wait().
+  bool waited = true;         ///< False for an async call whose Work has not been waited (yet, or ever).
   bool ok = true;             ///< False if the call failed (it is still recorded).
 };
 
@@ -73,8 +76,14 @@ class Recorder {
   uint64_t next_id();
   /// Appends one record (thread-safe). Does nothing while disabled.
   void append(CommRecord r);
-  /// Marks record `id` as an async call never waited (now, or when it is appended).
-  void mark_unwaited(uint64_t id);
+  /// Notes a call at issue time (its record without start/end): until its record is appended it is
+  /// listed by pending() — a call still in flight, or one whose Work nobody will ever wait for.
+  void issued(const CommRecord& r);
+  /// Calls issued whose record has not been appended yet, in issue order.
+  std::vector<CommRecord> pending() const;
+  /// Marks async call `id` as waited (now, or when its record is appended). Until then an async
+  /// record says waited = false — also while its Work is still alive, never waited.
+  void mark_waited(uint64_t id);
   /// Appends one compute span (thread-safe). Does nothing while disabled.
   void append_compute(ComputeRecord r);
   /// Copy of the compute spans, in completion order.
@@ -109,7 +118,8 @@ class Recorder {
   bool enabled_ = true;
   uint64_t next_id_ = 0;
   std::vector<CommRecord> records_;
-  std::vector<uint64_t> unwaited_;  // ids marked before their record was appended
+  std::vector<uint64_t> waited_early_;      // async ids waited before their record was appended
+  std::map<uint64_t, CommRecord> pending_;  // issued, not appended yet
   std::vector<ComputeRecord> compute_;
 };
 

@@ -16,20 +16,18 @@ Work::Work(std::shared_ptr<Recorder> recorder, uint64_t id, bool async, std::str
       t_start_(std::numeric_limits<double>::quiet_NaN()),
       t_end_(std::numeric_limits<double>::quiet_NaN()) {}
 
-Work::~Work() {
-  if (async_ && recorder_) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!waited_) recorder_->mark_unwaited(id_);
-  }
-}
+Work::~Work() = default;
 
 void Work::waited() {
   std::function<void()> check;
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!waited_) check = on_wait_;
+    first = !waited_;
+    if (first) check = on_wait_;
     waited_ = true;
   }
+  if (first && async_ && recorder_) recorder_->mark_waited(id_);
   if (check) check();
 }
 

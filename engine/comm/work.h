@@ -4,8 +4,8 @@
 // A call is issued on the caller's thread (validated, sequenced, recorded as issued) and carried out
 // later on the group's worker; its Work completes then. wait() blocks until completion and rethrows
 // the call's error; the Work also tells when the transfer really started and ended (the recorder's
-// clock), so a trace can prove that a collective was in flight while a GEMM ran. An async call
-// whose Work is destroyed without a wait() is recorded as "issued, never waited".
+// clock), so a trace can prove that a collective was in flight while a GEMM ran. An async call's
+// record says waited = false until its Work is waited: one never waited stays so.
 #pragma once
 
 #include <chrono>

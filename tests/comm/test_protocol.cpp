@@ -129,7 +129,8 @@ TEST_CASE("protocol: argument errors are raised before any communication and use
   });
 }
 
-TEST_CASE("protocol: records say op, group, bytes, async and waited; an async call never waited is marked") {
+TEST_CASE(
+    "protocol: records say op, group, bytes, async and waited; an async call not waited (yet) is marked") {
   run_local_ranks(2, [](ProcessGroup& pg) {
     Tensor a = Tensor::full({8}, 1.f), b = Tensor::full({8}, 1.f);
     pg.all_reduce(a, ReduceOp::sum, {"blocking"});
@@ -140,9 +141,15 @@ TEST_CASE("protocol: records say op, group, bytes, async and waited; an async ca
       WorkPtr dropped = pg.all_reduce_async(c, ReduceOp::sum, {"dropped"});
       while (!dropped->is_completed()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }  // destroyed without wait()
+    Tensor d = Tensor::full({8}, 1.f);
+    WorkPtr alive = pg.all_reduce_async(d, ReduceOp::sum, {"alive"});  // completed, kept, not waited yet
+    while (!alive->is_completed()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(!pg.recorder().query({OpKind::all_reduce, "", "alive"}).at(0).waited);
+    alive->wait();
+    CHECK(pg.recorder().query({OpKind::all_reduce, "", "alive"}).at(0).waited);
     pg.barrier();
     const auto recs = pg.recorder().query({OpKind::all_reduce, "", ""});
-    REQUIRE(recs.size() == 3);
+    REQUIRE(recs.size() == 4);
     CHECK((!recs[0].async && recs[0].waited && recs[0].tensor_bytes == 32 && recs[0].bytes == 32));
     CHECK((recs[1].async && recs[1].waited && recs[1].label == "waited"));
     CHECK((recs[2].async && !recs[2].waited && recs[2].label == "dropped"));
