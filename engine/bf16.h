@@ -1,6 +1,6 @@
 // bfloat16 (Kalamkar et al. 2019, "A Study of BFLOAT16 for Deep Learning Training"): the top 16 bits
-// of an IEEE float32 — 8 exponent bits (float32's range), 7 stored mantissa bits (a relative spacing
-// of 2^-8 = 0.0039). Conversions round to nearest, ties to even, as torch.Tensor.to(torch.bfloat16)
+// of an IEEE float32 — 8 exponent bits (float32's range), 7 stored mantissa bits (8 significant: a spacing
+// of 2^-7 = 0.0078 just above 1.0, a unit roundoff of 2^-8 = 0.0039). Conversions round to nearest, ties to even, as torch.Tensor.to(torch.bfloat16)
 // does; NaN stays NaN.
 #pragma once
 
