@@ -1,0 +1,116 @@
+#include "bench/bench_common.h"
+
+#include <fmt/core.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "engine/comm/env.h"
+
+// OpenBLAS's own thread control (not in cblas.h); the symbols come from BLAS::BLAS (Debian's
+// libblas.so.3 is OpenBLAS).
+extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
+
+namespace tpsp::bench {
+
+int single_thread_blas() {
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  openblas_set_num_threads(1);
+  return openblas_get_num_threads();
+}
+
+int run_ranks(int ranks, const std::function<int()>& rank_main) {
+  auto guarded = [&rank_main](int r) {
+    int rc = 1;
+    try {
+      single_thread_blas();
+      rc = rank_main();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "rank {}: {}\n", r, e.what());
+    }
+    std::fflush(nullptr);
+    return rc;
+  };
+  if (const char* r = std::getenv("RANK")) return guarded(std::atoi(r));
+
+  char tmpl[] = "/tmp/tpsp-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    fmt::print(stderr, "mkdtemp failed\n");
+    return 1;
+  }
+  std::fflush(nullptr);  // nothing buffered may be printed twice by the children
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+      ::setenv("TPSP_STORE_DIR", tmpl, 1);
+      ::_exit(guarded(r));
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);  // each rank's calls are bounded by the comm timeout
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+  return rc;
+}
+
+std::shared_ptr<comm::ProcessGroup> make_world() {
+  comm::GroupOptions o = comm::options_from_env();
+  o.fingerprints = false;
+  auto pg = comm::init_from_env(o);
+  pg->recorder().set_enabled(false);
+  return pg;
+}
+
+std::vector<double> max_over_ranks(comm::ProcessGroup& pg, const std::vector<double>& seconds) {
+  Tensor t({static_cast<int64_t>(seconds.size())});
+  for (std::size_t i = 0; i < seconds.size(); ++i) t.data()[i] = static_cast<float>(seconds[i]);
+  if (pg.size() > 1) pg.all_reduce(t, comm::ReduceOp::max, {"bench.max_over_ranks"});
+  return std::vector<double>(t.data(), t.data() + t.numel());
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void ResultLine::add(const std::string& key, const std::string& value) {
+  fields.emplace_back(key, value);
+}
+void ResultLine::add(const std::string& key, double value) {
+  add(key, fmt::format("{:.6g}", value));
+}
+void ResultLine::add(const std::string& key, int64_t value) {
+  add(key, fmt::format("{}", value));
+}
+
+void ResultLine::print() const {
+  std::string line = "RESULT " + bench;
+  for (const auto& [k, v] : fields) line += " " + k + "=" + v;
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+}  // namespace tpsp::bench

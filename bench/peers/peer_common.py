@@ -1,0 +1,170 @@
+"""What the PyTorch peers of the step benchmarks share (the C++ side is bench/bench_common.h).
+
+One BLAS/OpenMP thread per rank, ranks spawned with torch.multiprocessing on a gloo file:// rendezvous,
+Megatron-LM's communication helpers and mappings (megatron/core/tensor_parallel/mappings.py) as autograd
+Functions, per-step timings reduced over ranks, and the RESULT line that bench/run_bench.py parses.
+Run with Debian's /usr/bin/python3 (python3-torch 1.13).
+"""
+import os
+
+# Before torch is imported anywhere: OpenBLAS and OpenMP read these when they are loaded, and spawned
+# ranks inherit them.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["MKL_NUM_THREADS"] = "1"
+
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+
+def _rank_entry(rank, world, store_dir, fn, args):
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store_dir}/store", rank=rank, world_size=world)
+    try:
+        fn(rank, world, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn(world, fn, *args):
+    """Runs fn(rank, world, *args) on `world` spawned ranks, each with one intra-op and one inter-op
+    thread and the default gloo process group (file:// rendezvous in a fresh directory)."""
+    with tempfile.TemporaryDirectory(prefix="tpsp-peer-") as d:
+        mp.spawn(_rank_entry, args=(world, d, fn, args), nprocs=world, join=True)
+
+
+# ---- communication helpers (Megatron's _reduce, _gather_along_first_dim, _reduce_scatter_along_first_dim)
+
+def all_reduce(x):
+    """Sum over the group, in place; returns x. Identity at world size 1."""
+    if dist.get_world_size() > 1:
+        dist.all_reduce(x)
+    return x
+
+
+def all_gather_dim0(x):
+    """[s/n, ...] on each rank → [s, ...], rank r's rows at [r·s/n, (r+1)·s/n)."""
+    n = dist.get_world_size()
+    if n == 1:
+        return x
+    x = x.contiguous()
+    out = torch.empty((n * x.shape[0],) + tuple(x.shape[1:]), dtype=x.dtype)
+    dist.all_gather(list(out.chunk(n)), x)  # chunks of dim 0 are contiguous views: gathered in place
+    return out
+
+
+def reduce_scatter_dim0(x):
+    """[s, ...] on each rank → [s/n, ...]: this rank's rows of the sum over ranks.
+
+    torch 1.13's gloo has no reduce_scatter. This one is all_to_all_single (which gloo has) followed by a
+    local sum of the n received chunks: each rank sends and receives (n−1)/n of its buffer, the same bytes
+    as a ring reduce-scatter (and at n = 2 exactly the ring's single exchange of half the buffer), with
+    one local pass to add. Chosen over all_reduce + slice, which moves twice the bytes (2(n−1)/n), and over
+    a hand-written send/recv ring, which needs n−1 round trips and n−1 adds for the same traffic.
+    """
+    n = dist.get_world_size()
+    if n == 1:
+        return x
+    x = x.contiguous()
+    recv = torch.empty_like(x)
+    dist.all_to_all_single(recv, x)  # recv chunk j = rank j's chunk for this rank
+    return recv.view((n, x.shape[0] // n) + tuple(x.shape[1:])).sum(0)
+
+
+# ---- the mappings: forward / backward pairs (megatron/core/tensor_parallel/mappings.py)
+
+class ReduceFromTensorParallelRegion(torch.autograd.Function):
+    """g: all-reduce forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return all_reduce(x.contiguous())
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy
+
+
+class ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
+    """SP: reduce-scatter along the sequence forward, all-gather backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return reduce_scatter_dim0(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return all_gather_dim0(dy)
+
+
+class LinearWithGradAccumulation(torch.autograd.Function):
+    """Y = X·Wᵀ + b with the weight gradient accumulated into w.main_grad (f32, β = 1) and no .grad:
+    Megatron's LinearWithGradAccumulationAndAsyncCommunication with gradient_accumulation_fusion, run
+    synchronously (no overlap, like the engine today). With sequence_parallel, X [s/tp, b, in] is
+    all-gathered in forward and gathered AGAIN in backward for the weight gradient (only the shard is
+    saved), and dX leaves through a reduce-scatter; with allreduce_dgrad, dX is all-reduced (f's
+    backward, as Megatron's async_grad_allreduce). x: [s(/tp), b, in]; w: [out, in]; b: [out] or None."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, allreduce_dgrad, sequence_parallel):
+        ctx.save_for_backward(x, w)
+        ctx.has_bias = b is not None
+        ctx.allreduce_dgrad, ctx.sequence_parallel = allreduce_dgrad, sequence_parallel
+        total = all_gather_dim0(x) if sequence_parallel else x
+        y = torch.matmul(total, w.t())
+        return y + b if b is not None else y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        total = all_gather_dim0(x) if ctx.sequence_parallel else x
+        dx = dy.matmul(w)
+        if ctx.sequence_parallel:
+            dx = reduce_scatter_dim0(dx)
+        elif ctx.allreduce_dgrad:
+            dx = all_reduce(dx)
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        w.main_grad.addmm_(dy2.t(), total.reshape(-1, total.shape[-1]))
+        db = dy2.sum(0) if ctx.has_bias else None
+        return dx, None, db, None, None
+
+
+def parameter(t):
+    """A leaf parameter with an f32 main_grad buffer (zero), Megatron's gradient buffer."""
+    p = torch.nn.Parameter(t)
+    p.main_grad = torch.zeros_like(t)
+    return p
+
+
+# ---- timing and the result line
+
+def timed(fn):
+    """Seconds of fn() on this rank, started after a barrier so that the ranks start together."""
+    dist.barrier()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def max_over_ranks(seconds):
+    """Per step, the slowest rank's seconds (one all-reduce of the list)."""
+    t = torch.tensor(seconds, dtype=torch.float64)
+    if dist.get_world_size() > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def result_line(bench, fields):
+    """`RESULT <bench> key=value ...` (floats with 6 significant digits), as bench/bench_common.h."""
+    parts = [f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in fields.items()]
+    print("RESULT " + bench + " " + " ".join(parts), flush=True)
+
+
+def median(v):
+    return statistics.median(v)
