@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "engine/comm/env.h"
+#include "engine/trace.h"
 
 // OpenBLAS's own thread control (not in cblas.h); the symbols come from BLAS::BLAS (Debian's
 // libblas.so.3 is OpenBLAS).
@@ -83,6 +84,50 @@ std::vector<double> max_over_ranks(comm::ProcessGroup& pg, const std::vector<dou
   for (std::size_t i = 0; i < seconds.size(); ++i) t.data()[i] = static_cast<float>(seconds[i]);
   if (pg.size() > 1) pg.all_reduce(t, comm::ReduceOp::max, {"bench.max_over_ranks"});
   return std::vector<double>(t.data(), t.data() + t.numel());
+}
+
+double timed(comm::ProcessGroup& pg, const std::function<void()>& fn) {
+  pg.barrier();
+  const double t0 = now_seconds();
+  fn();
+  return now_seconds() - t0;
+}
+
+Timings time_alternating(comm::ProcessGroup& pg, int warmup, int steps, const std::function<void()>& step,
+                         const std::function<void()>& gemm) {
+  Timings t;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const double s = timed(pg, step);
+    const double g = gemm ? timed(pg, gemm) : 0.0;
+    if (i < warmup) continue;
+    t.step.push_back(s);
+    if (gemm) t.gemm.push_back(g);
+  }
+  t.step = max_over_ranks(pg, t.step);
+  if (gemm) t.gemm = max_over_ranks(pg, t.gemm);
+  return t;
+}
+
+std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, int steps,
+                                                        const std::function<void()>& step,
+                                                        const std::vector<std::string>& names) {
+  std::map<std::string, std::vector<double>> out;
+  for (const std::string& n : names) out[n] = {};
+  if (steps <= 0) return out;
+  pg.recorder().set_enabled(true);
+  trace::install(pg.recorder_ptr());
+  for (int i = 0; i < steps; ++i) {
+    pg.recorder().clear();
+    timed(pg, step);
+    for (const std::string& n : names) out[n].push_back(0.0);
+    for (const comm::ComputeRecord& r : pg.recorder().compute_records())
+      if (auto it = out.find(r.name); it != out.end()) it->second.back() += r.t_end - r.t_start;
+  }
+  trace::install(nullptr);
+  pg.recorder().clear();
+  pg.recorder().set_enabled(false);
+  for (auto& [n, v] : out) v = max_over_ranks(pg, v);
+  return out;
 }
 
 double median(std::vector<double> v) {

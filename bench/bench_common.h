@@ -34,6 +34,27 @@ std::shared_ptr<comm::ProcessGroup> make_world();
 /// per step, the same count on every rank), in one all-reduce.
 std::vector<double> max_over_ranks(comm::ProcessGroup& pg, const std::vector<double>& seconds);
 
+/// Seconds of `fn` on this rank, started right after a barrier so that the ranks start together.
+double timed(comm::ProcessGroup& pg, const std::function<void()>& fn);
+
+/// Per-step seconds of the step and of the GEMMs-alone pass, each the slowest rank's (max over ranks).
+struct Timings {
+  std::vector<double> step;
+  std::vector<double> gemm;  ///< empty when there was no GEMM pass
+};
+
+/// `warmup` untimed rounds, then `steps` timed rounds; a round is `step` then, unless `gemm` is empty,
+/// `gemm` (alternating, so that load on the machine hits both alike), each timed by timed().
+Timings time_alternating(comm::ProcessGroup& pg, int warmup, int steps, const std::function<void()>& step,
+                         const std::function<void()>& gemm);
+
+/// Runs `step` `steps` times with compute spans on (engine/trace.h: the group's recorder enabled and
+/// installed, then off again) and returns, per span name in `names` ("gemm", "attention"), the seconds
+/// of that name's spans summed within each step, max over ranks.
+std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, int steps,
+                                                        const std::function<void()>& step,
+                                                        const std::vector<std::string>& names);
+
 /// Median of `v` (the mean of the two middle values for an even count); 0 for an empty vector.
 double median(std::vector<double> v);
 

@@ -27,13 +27,11 @@
 #include "engine/ops/matmul.h"
 #include "engine/parallel_state.h"
 #include "engine/random/init.h"
-#include "engine/trace.h"
 
 namespace {
 
 using tpsp::Tensor;
 using tpsp::bench::median;
-using tpsp::bench::now_seconds;
 
 struct Config {
   int tp = 1;
@@ -41,6 +39,7 @@ struct Config {
   tpsp::GPTConfig gpt{.vocab = 8192, .seq = 512, .hidden = 512, .heads = 8, .layers = 2};
   int64_t batch = 1;
   int steps = 10, warmup = 2, span_steps = 3;
+  bool gemm = true;  // time the GEMMs alone too
   uint64_t seed = 1234;
 };
 
@@ -128,14 +127,6 @@ tpsp::TokenBatch random_tokens(int64_t b, int64_t s, int64_t vocab, uint64_t see
   return t;
 }
 
-/// Seconds of `fn` on this rank, started after a barrier so that the ranks start together.
-double timed(tpsp::comm::ProcessGroup& pg, const std::function<void()>& fn) {
-  pg.barrier();
-  const double t0 = now_seconds();
-  fn();
-  return now_seconds() - t0;
-}
-
 int run_rank(const Config& c) {
   const int blas_threads = tpsp::bench::single_thread_blas();
   auto world = tpsp::bench::make_world();
@@ -156,40 +147,13 @@ int run_rank(const Config& c) {
     const float loss = gpt.train_step(batch, iteration, adamw);
     if (iteration++ == 0) loss0 = loss;
   };
-  for (int i = 0; i < c.warmup; ++i) {
-    timed(tp, step);
-    timed(tp, [&] { gemms.run(); });
-  }
-  std::vector<double> t_step, t_gemm;
-  for (int i = 0; i < c.steps; ++i) {  // alternating, so machine load hits both alike
-    t_step.push_back(timed(tp, step));
-    t_gemm.push_back(timed(tp, [&] { gemms.run(); }));
-  }
-  t_step = tpsp::bench::max_over_ranks(tp, t_step);
-  t_gemm = tpsp::bench::max_over_ranks(tp, t_gemm);
-
+  const tpsp::bench::Timings t = tpsp::bench::time_alternating(
+      tp, c.warmup, c.steps, step, c.gemm ? std::function<void()>([&] { gemms.run(); }) : nullptr);
   // GEMM and attention time inside the step, from the compute spans (engine/trace.h).
-  std::vector<double> t_span_gemm, t_span_attn;
-  world->recorder().set_enabled(true);
-  tpsp::trace::install(world->recorder_ptr());
-  for (int i = 0; i < c.span_steps; ++i) {
-    world->recorder().clear();
-    timed(tp, step);
-    double g = 0, a = 0;
-    for (const auto& cr : world->recorder().compute_records()) {
-      if (cr.name == "gemm") g += cr.t_end - cr.t_start;
-      if (cr.name == "attention") a += cr.t_end - cr.t_start;
-    }
-    t_span_gemm.push_back(g);
-    t_span_attn.push_back(a);
-  }
-  tpsp::trace::install(nullptr);
-  world->recorder().set_enabled(false);
-  t_span_gemm = tpsp::bench::max_over_ranks(tp, t_span_gemm);
-  t_span_attn = tpsp::bench::max_over_ranks(tp, t_span_attn);
+  const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm", "attention"});
 
   if (tp.rank() == 0) {
-    const double step_s = median(t_step), gemm_s = median(t_gemm);
+    const double step_s = median(t.step), gemm_s = median(t.gemm);
     tpsp::bench::ResultLine line{"gpt", {}};
     line.add("impl", "engine");
     line.add("tp", c.tp);
@@ -204,12 +168,16 @@ int run_rank(const Config& c) {
     line.add("blas_threads", blas_threads);
     line.add("loss0", static_cast<double>(loss0));
     line.add("step_s", step_s);
-    line.add("step_min_s", *std::min_element(t_step.begin(), t_step.end()));
-    line.add("step_max_s", *std::max_element(t_step.begin(), t_step.end()));
-    line.add("gemm_s", gemm_s);
-    line.add("gemm_frac", gemm_s / step_s);
-    line.add("span_gemm_s", median(t_span_gemm));
-    line.add("span_attention_s", median(t_span_attn));
+    line.add("step_min_s", *std::min_element(t.step.begin(), t.step.end()));
+    line.add("step_max_s", *std::max_element(t.step.begin(), t.step.end()));
+    if (c.gemm) {
+      line.add("gemm_s", gemm_s);
+      line.add("gemm_frac", gemm_s / step_s);
+    }
+    if (c.span_steps > 0) {
+      line.add("span_gemm_s", median(spans.at("gemm")));
+      line.add("span_attention_s", median(spans.at("attention")));
+    }
     line.print();
   }
   return 0;
@@ -234,7 +202,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "timed steps (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", c.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--span-steps", c.span_steps, "extra steps with compute spans on")
-      ->check(CLI::Range(1, 1000));
+      ->check(CLI::Range(0, 1000));
+  app.add_flag("--gemm,!--no-gemm", c.gemm, "time the step's GEMMs alone too (default on)");
   app.add_option("--seed", c.seed, "seed of parameters and tokens");
   CLI11_PARSE(app, argc, argv);
   return tpsp::bench::run_ranks(c.tp, [&c] { return run_rank(c); });

@@ -28,13 +28,11 @@
 #include "engine/ops/matmul.h"
 #include "engine/random/init.h"
 #include "engine/tensor_parallel/layers.h"
-#include "engine/trace.h"
 
 namespace {
 
 using tpsp::Tensor;
 using tpsp::bench::median;
-using tpsp::bench::now_seconds;
 using tpsp::tensor_parallel::ColumnParallelLinear;
 using tpsp::tensor_parallel::LinearOptions;
 using tpsp::tensor_parallel::LinearSaved;
@@ -45,6 +43,7 @@ struct Config {
   bool sp = false;
   int64_t seq = 512, batch = 1, hidden = 1024, ffn = 0;  // ffn 0: 4·hidden
   int steps = 10, warmup = 2, span_steps = 3;
+  bool gemm = true;  // time the GEMMs alone too
   uint64_t seed = 1234;
 };
 
@@ -118,14 +117,6 @@ struct GemmOnly {
   }
 };
 
-/// Seconds of `fn` on this rank, started after a barrier so that the ranks start together.
-double timed(tpsp::comm::ProcessGroup& pg, const std::function<void()>& fn) {
-  pg.barrier();
-  const double t0 = now_seconds();
-  fn();
-  return now_seconds() - t0;
-}
-
 int run_rank(const Config& c) {
   const int blas_threads = tpsp::bench::single_thread_blas();
   auto world = tpsp::bench::make_world();
@@ -145,36 +136,14 @@ int run_rank(const Config& c) {
   GemmOnly g{x_whole, randn({c.seq, c.batch, f / c.tp}, c.seed, "act", 1.f),
              randn({c.seq, c.batch, f / c.tp}, c.seed, "fc1_grad", 1.f), dy_whole};
 
-  for (int i = 0; i < c.warmup; ++i) {
-    timed(tp, [&] { mlp.step(x, dy, tp); });
-    timed(tp, [&] { g.run(mlp); });
-  }
-  std::vector<double> t_step, t_gemm;
-  for (int i = 0; i < c.steps; ++i) {  // alternating, so machine load hits both alike
-    t_step.push_back(timed(tp, [&] { mlp.step(x, dy, tp); }));
-    t_gemm.push_back(timed(tp, [&] { g.run(mlp); }));
-  }
-  t_step = tpsp::bench::max_over_ranks(tp, t_step);
-  t_gemm = tpsp::bench::max_over_ranks(tp, t_gemm);
-
+  const auto step = [&] { mlp.step(x, dy, tp); };
+  const tpsp::bench::Timings t = tpsp::bench::time_alternating(
+      tp, c.warmup, c.steps, step, c.gemm ? std::function<void()>([&] { g.run(mlp); }) : nullptr);
   // GEMM time inside the step, from the compute spans the ops record (engine/trace.h).
-  std::vector<double> t_span;
-  world->recorder().set_enabled(true);
-  tpsp::trace::install(world->recorder_ptr());
-  for (int i = 0; i < c.span_steps; ++i) {
-    world->recorder().clear();
-    timed(tp, [&] { mlp.step(x, dy, tp); });
-    double sum = 0;
-    for (const auto& cr : world->recorder().compute_records())
-      if (cr.name == "gemm") sum += cr.t_end - cr.t_start;
-    t_span.push_back(sum);
-  }
-  tpsp::trace::install(nullptr);
-  world->recorder().set_enabled(false);
-  t_span = tpsp::bench::max_over_ranks(tp, t_span);
+  const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm"});
 
   if (r == 0) {
-    const double step_s = median(t_step), gemm_s = median(t_gemm);
+    const double step_s = median(t.step), gemm_s = median(t.gemm);
     const double flops = 6.0 * 2.0 * static_cast<double>(c.seq * c.batch * c.hidden * (f / c.tp));
     tpsp::bench::ResultLine line{"mlp", {}};
     line.add("impl", "engine");
@@ -187,12 +156,14 @@ int run_rank(const Config& c) {
     line.add("steps", c.steps);
     line.add("blas_threads", blas_threads);
     line.add("step_s", step_s);
-    line.add("step_min_s", *std::min_element(t_step.begin(), t_step.end()));
-    line.add("step_max_s", *std::max_element(t_step.begin(), t_step.end()));
-    line.add("gemm_s", gemm_s);
-    line.add("gemm_frac", gemm_s / step_s);
-    line.add("gemm_gflops", flops / gemm_s / 1e9);
-    line.add("span_gemm_s", median(t_span));
+    line.add("step_min_s", *std::min_element(t.step.begin(), t.step.end()));
+    line.add("step_max_s", *std::max_element(t.step.begin(), t.step.end()));
+    if (c.gemm) {
+      line.add("gemm_s", gemm_s);
+      line.add("gemm_frac", gemm_s / step_s);
+      line.add("gemm_gflops", flops / gemm_s / 1e9);
+    }
+    if (c.span_steps > 0) line.add("span_gemm_s", median(spans.at("gemm")));
     line.print();
   }
   return 0;
@@ -215,7 +186,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", c.steps, "timed steps (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", c.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--span-steps", c.span_steps, "extra steps with compute spans on")
-      ->check(CLI::Range(1, 1000));
+      ->check(CLI::Range(0, 1000));
+  app.add_flag("--gemm,!--no-gemm", c.gemm, "time the step's GEMMs alone too (default on)");
   app.add_option("--seed", c.seed, "seed of parameters and inputs");
   CLI11_PARSE(app, argc, argv);
   return tpsp::bench::run_ranks(c.tp, [&c] { return run_rank(c); });

@@ -220,22 +220,13 @@ def rank_main(rank, world, a):
             p.grad = None
         losses.append(loss.item())
 
-    for _ in range(a.warmup):
-        pc.timed(step)
-        pc.timed(gemms.run)
-    t_step, t_gemm = [], []
-    for _ in range(a.steps):  # alternating, so machine load hits both alike
-        t_step.append(pc.timed(step))
-        t_gemm.append(pc.timed(gemms.run))
-    t_step, t_gemm = pc.max_over_ranks(t_step), pc.max_over_ranks(t_gemm)
+    t_step, t_gemm = pc.time_alternating(a.warmup, a.steps, step, gemms.run if a.gemm else None)
     if rank == 0:
-        step_s, gemm_s = pc.median(t_step), pc.median(t_gemm)
-        pc.result_line("gpt", {
-            "impl": "torch", "tp": a.tp, "sp": int(a.sp), "layers": a.layers, "h": a.hidden,
-            "heads": a.heads, "s": a.seq, "b": a.batch, "V": a.vocab, "steps": a.steps,
-            "blas_threads": torch.get_num_threads(), "loss0": losses[0], "step_s": step_s,
-            "step_min_s": min(t_step), "step_max_s": max(t_step), "gemm_s": gemm_s,
-            "gemm_frac": gemm_s / step_s})
+        fields = {"impl": "torch", "tp": a.tp, "sp": int(a.sp), "layers": a.layers, "h": a.hidden,
+                  "heads": a.heads, "s": a.seq, "b": a.batch, "V": a.vocab, "steps": a.steps,
+                  "blas_threads": torch.get_num_threads(), "loss0": losses[0]}
+        fields.update(pc.timing_fields(t_step, t_gemm))
+        pc.result_line("gpt", fields)
 
 
 def main():
@@ -251,6 +242,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMMs-alone pass")
     a = p.parse_args()
     if a.heads % a.tp or a.hidden % a.heads or a.vocab % a.tp or (a.sp and a.seq % a.tp):
         p.error("need heads % tp == 0, hidden % heads == 0, vocab % tp == 0 (no padding here) and, with "

@@ -152,6 +152,30 @@ def timed(fn):
     return time.perf_counter() - t0
 
 
+def time_alternating(warmup, steps, step, gemm=None):
+    """`warmup` untimed rounds, then `steps` timed rounds of step() and, unless gemm is None, gemm()
+    (alternating, so that load on the machine hits both alike). Returns (step seconds, gemm seconds),
+    each a list over steps of the slowest rank's time ([] for gemm when None)."""
+    t_step, t_gemm = [], []
+    for i in range(warmup + steps):
+        s = timed(step)
+        g = timed(gemm) if gemm is not None else 0.0
+        if i >= warmup:
+            t_step.append(s)
+            t_gemm.append(g)
+    return max_over_ranks(t_step), (max_over_ranks(t_gemm) if gemm is not None else [])
+
+
+def timing_fields(t_step, t_gemm):
+    """The RESULT fields of the timings: step_s (median), step_min_s, step_max_s and, when the GEMMs were
+    timed, gemm_s (median) and gemm_frac = gemm_s / step_s."""
+    out = {"step_s": median(t_step), "step_min_s": min(t_step), "step_max_s": max(t_step)}
+    if t_gemm:
+        out["gemm_s"] = median(t_gemm)
+        out["gemm_frac"] = out["gemm_s"] / out["step_s"]
+    return out
+
+
 def max_over_ranks(seconds):
     """Per step, the slowest rank's seconds (one all-reduce of the list)."""
     t = torch.tensor(seconds, dtype=torch.float64)

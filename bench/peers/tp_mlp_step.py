@@ -20,7 +20,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402  (sets the thread variables before torch is imported)
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 
@@ -78,22 +77,14 @@ def rank_main(rank, world, a):
     def gemms():
         gemm_only(x_whole, act, dy1, dy_whole, w1, w2)
 
-    for _ in range(a.warmup):
-        pc.timed(step)
-        pc.timed(gemms)
-    t_step, t_gemm = [], []
-    for _ in range(a.steps):  # alternating, so machine load hits both alike
-        t_step.append(pc.timed(step))
-        t_gemm.append(pc.timed(gemms))
-    t_step, t_gemm = pc.max_over_ranks(t_step), pc.max_over_ranks(t_gemm)
+    t_step, t_gemm = pc.time_alternating(a.warmup, a.steps, step, gemms if a.gemm else None)
     if rank == 0:
-        step_s, gemm_s = pc.median(t_step), pc.median(t_gemm)
-        flops = 6.0 * 2.0 * s * b * h * fl
-        pc.result_line("mlp", {
-            "impl": "torch", "tp": a.tp, "sp": int(a.sp), "s": s, "b": b, "h": h, "ffn": a.ffn,
-            "steps": a.steps, "blas_threads": torch.get_num_threads(), "step_s": step_s,
-            "step_min_s": min(t_step), "step_max_s": max(t_step), "gemm_s": gemm_s,
-            "gemm_frac": gemm_s / step_s, "gemm_gflops": flops / gemm_s / 1e9})
+        fields = {"impl": "torch", "tp": a.tp, "sp": int(a.sp), "s": s, "b": b, "h": h, "ffn": a.ffn,
+                  "steps": a.steps, "blas_threads": torch.get_num_threads()}
+        fields.update(pc.timing_fields(t_step, t_gemm))
+        if t_gemm:
+            fields["gemm_gflops"] = 6.0 * 2.0 * s * b * h * fl / fields["gemm_s"] / 1e9
+        pc.result_line("mlp", fields)
 
 
 def main():
@@ -107,6 +98,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMMs-alone pass")
     a = p.parse_args()
     a.ffn = a.ffn or 4 * a.hidden
     if a.ffn % a.tp or (a.sp and a.seq % a.tp):
