@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo release format clean
+.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench release format clean
 
 all: build
 
@@ -39,6 +39,14 @@ demo: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run -- --no-print-directory
 	$(BUILD)/bin/tpsp-demo $(DEMO_ARGS)
+
+## make bench: build the benchmarks and run bench/run_bench.py: the engine against its PyTorch peers
+## (MLP step, GPT step), tp=2/tp=1 scaling, collective bandwidth (docs/performance.md; about 20 minutes
+## on 2 cores). Not part of make test. BENCH_ARGS=--quick for a smoke run, --json FILE for the raw results.
+bench: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target bench_mlp_step bench_gpt_step bench_collectives -- --no-print-directory
+	/usr/bin/python3 bench/run_bench.py --build $(BUILD) $(BENCH_ARGS)
 
 ## make labNN: build your code for lab NN (labs/labNN_*/) into the checker; then run ./check labNN
 ## (./check rebuilds by itself). make labs: every lab of the registry labs/labs.json.

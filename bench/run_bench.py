@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""Runs the engine's step benchmarks against their PyTorch peers and prints one line per ratio.
+
+  mlp   build/bench/bench_mlp_step  vs bench/peers/tp_mlp_step.py   (one Megatron TP MLP step)
+  gpt   build/bench/bench_gpt_step  vs bench/peers/gpt_step.py      (one whole GPT training step)
+  scaling  bench_mlp_step at tp=2 vs tp=1, hidden 512 / 1024 / 2048 (where tp=2 pays on 2 cores)
+  collectives  build/bench/bench_collectives: busbw of each collective / raw Gloo all-reduce busbw
+
+Each comparison runs its two sides ALTERNATELY as separate processes (A, B, A, B, … after one untimed
+warm-up pair), so that load on the machine hits both alike, and reports the median of the per-pair
+ratios with their min–max, e.g. `mlp tp=2+SP engine/torch 0.74 (0.70–0.79)`. Each process reports the
+median over its own steps of the slowest rank's step time (docs/performance.md has the definitions).
+Run with Debian's python (python3-torch 1.13): /usr/bin/python3 bench/run_bench.py [--quick]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+LAYOUTS = [("tp=1", 1, False), ("tp=2", 2, False), ("tp=2+SP", 2, True)]
+
+
+def parse_result(out):
+    """The fields of the last `RESULT <bench> k=v ...` line of out, numbers converted; None if absent."""
+    lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    if not lines:
+        return None
+    parts = lines[-1].split()
+    fields = {"bench": parts[1]}
+    for kv in parts[2:]:
+        k, v = kv.split("=", 1)
+        try:
+            fields[k] = float(v) if re.search(r"[.eE]|nan|inf", v) else int(v)
+        except ValueError:
+            fields[k] = v
+    return fields
+
+
+def run(cmd, timeout):
+    """Runs cmd (one OpenBLAS thread per process) and returns its RESULT fields; raises on failure."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", TPSP_COMM_FINGERPRINT="0")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    r = parse_result(p.stdout)
+    if p.returncode != 0 or r is None:
+        tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-8:])
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{tail}")
+    return r
+
+
+def summary(values, digits=2):
+    """'median (min–max)' of values."""
+    v = sorted(values)
+    return f"{statistics.median(v):.{digits}f} ({v[0]:.{digits}f}–{v[-1]:.{digits}f})"
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.records = []  # every RESULT, with the comparison it belongs to (for --json)
+        self.bin = os.path.join(a.build, "bench")
+
+    def engine_cmd(self, bench, args):
+        return [os.path.join(self.bin, f"bench_{bench}_step")] + args
+
+    def torch_cmd(self, bench, args):
+        script = {"mlp": "tp_mlp_step.py", "gpt": "gpt_step.py"}[bench]
+        return [self.a.python, os.path.join(HERE, "peers", script)] + args
+
+    def pairs(self, name, cmd_a, cmd_b):
+        """One untimed warm-up pair, then a.pairs alternating pairs; returns the lists of RESULTs."""
+        ra, rb = [], []
+        for i in range(self.a.pairs + 1):
+            x = run(cmd_a, self.a.timeout)
+            y = run(cmd_b, self.a.timeout)
+            if i == 0:
+                continue  # warm-up: page cache, CPU frequency, torch's first import
+            ra.append(x)
+            rb.append(y)
+            self.records += [dict(x, comparison=name, pair=i), dict(y, comparison=name, pair=i)]
+        return ra, rb
+
+    def step_args(self, bench, tp, sp, extra=()):
+        a = self.a
+        args = ["--tp", str(tp), "--steps", str(a.steps), "--warmup", str(a.warmup)] + (["--sp"] if sp else [])
+        if bench == "mlp":
+            args += ["--seq", str(a.seq), "--batch", str(a.batch), "--hidden", str(a.hidden)]
+        else:
+            args += ["--seq", str(a.gpt_seq), "--batch", str(a.batch), "--hidden", str(a.gpt_hidden),
+                     "--heads", str(a.gpt_heads), "--layers", str(a.gpt_layers), "--vocab", str(a.gpt_vocab)]
+        return args + list(extra)
+
+    def engine_vs_torch(self, bench):
+        for label, tp, sp in LAYOUTS:
+            args = self.step_args(bench, tp, sp)
+            e_only = ["--span-steps", str(self.a.span_steps)]
+            if self.a.torch:
+                er, tr = self.pairs(f"{bench} {label}", self.engine_cmd(bench, args + e_only),
+                                    self.torch_cmd(bench, args))
+            else:
+                runs = [run(self.engine_cmd(bench, args + e_only), self.a.timeout) for _ in range(self.a.pairs + 1)]
+                er = runs[1:]  # the first is the warm-up
+                tr = []
+            p = f"{bench} {label}"
+            if tr:
+                print(f"{p} engine/torch {summary([e['step_s'] / t['step_s'] for e, t in zip(er, tr)])}")
+            print(f"{p} step engine {summary([e['step_s'] for e in er], 4)} s", end="")
+            print(f"  torch {summary([t['step_s'] for t in tr], 4)} s" if tr else "")
+            print(f"{p} gemm/step engine {summary([e['gemm_frac'] for e in er])}", end="")
+            print(f"  torch {summary([t['gemm_frac'] for t in tr])}" if tr else "")
+            spans = f"span_gemm/step {summary([e['span_gemm_s'] / e['step_s'] for e in er])}"
+            if bench == "gpt":
+                spans += f"  span_attention/step {summary([e['span_attention_s'] / e['step_s'] for e in er])}"
+            print(f"{p} engine {spans}", flush=True)
+
+    def scaling(self):
+        for h in self.a.scaling_hidden:
+            base = ["--seq", str(self.a.seq), "--batch", str(self.a.batch), "--hidden", str(h), "--steps",
+                    str(self.a.steps), "--warmup", str(self.a.warmup), "--no-gemm"]
+            one, two = self.pairs(f"scaling h={h}", self.engine_cmd("mlp", ["--tp", "1", "--span-steps", "0"] + base),
+                                  self.engine_cmd("mlp", ["--tp", "2", "--span-steps", "0"] + base))
+            print(f"mlp h={h} tp=2/tp=1 engine {summary([b['step_s'] / a['step_s'] for a, b in zip(one, two)])}"
+                  f"  (tp=1 {summary([a['step_s'] for a in one], 4)} s)", flush=True)
+
+    def collectives(self):
+        """busbw of each collective / raw Gloo ring all-reduce busbw at 16 and 64 MiB (the 'gloo' column of
+        bench_collectives), median (min–max) over a.pairs runs."""
+        sizes = [16 << 20, 64 << 20] if not self.a.quick else [1 << 20, 4 << 20]
+        cmd = [os.path.join(self.bin, "bench_collectives"), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "4",
+               "--ops", "all_reduce", "all_gather", "reduce_scatter"]
+        ratio, busbw = {}, {}
+        for _ in range(max(1, self.a.pairs // 2)):
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=self.a.timeout,
+                               env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+            if p.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+            op = None
+            for ln in p.stdout.splitlines():
+                m = re.match(r"# (\w+)$", ln)
+                if m:
+                    op = m.group(1)
+                cols = ln.split()
+                if op and len(cols) == 9 and cols[0].isdigit():
+                    key = (op, int(cols[0]))
+                    ratio.setdefault(key, []).append(float(cols[7]))
+                    busbw.setdefault(key, []).append(float(cols[5]))
+        for (op, size), r in ratio.items():
+            print(f"busbw {op} {size >> 20}MiB engine/gloo {summary(r)}  (busbw {summary(busbw[(op, size)], 3)} GB/s)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="CMake build directory")
+    p.add_argument("--python", default="/usr/bin/python3", help="python with torch for the peers")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 pairs, small shapes")
+    p.add_argument("--pairs", type=int, default=7, help="alternating pairs per comparison (after a warm-up)")
+    p.add_argument("--steps", type=int, default=4, help="timed steps per process")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps per process")
+    p.add_argument("--span-steps", type=int, default=2, help="engine steps with compute spans on")
+    p.add_argument("--only", default="mlp,gpt,scaling,collectives", help="comma-separated parts to run")
+    p.add_argument("--json", help="write every RESULT (with its comparison and pair) to this file")
+    p.add_argument("--timeout", type=float, default=900, help="seconds per process")
+    a = p.parse_args()
+    a.seq, a.batch, a.hidden = 512, 1, 1024
+    a.gpt_seq, a.gpt_hidden, a.gpt_heads, a.gpt_layers, a.gpt_vocab = 512, 512, 8, 2, 8192
+    a.scaling_hidden = [512, 1024, 2048]
+    if a.quick:
+        a.pairs, a.steps, a.warmup, a.span_steps = 2, 2, 1, 1
+        a.seq, a.hidden = 128, 256
+        a.gpt_seq, a.gpt_hidden, a.gpt_heads, a.gpt_layers, a.gpt_vocab = 128, 128, 4, 1, 1024
+        a.scaling_hidden = [128, 256]
+    t = subprocess.run([a.python, "-c", "import torch"], capture_output=True, text=True)
+    a.torch = t.returncode == 0
+    parts = a.only.split(",")
+    known = ("mlp", "gpt", "scaling", "collectives")
+    if any(x not in known for x in parts):
+        p.error(f"--only takes a comma-separated subset of {','.join(known)}")
+    print(f"# run_bench: {os.cpu_count()} cores, {a.pairs} pairs after a warm-up pair, {a.steps} steps per "
+          f"process; mlp s={a.seq} b={a.batch} h={a.hidden} ffn=4h; gpt L={a.gpt_layers} h={a.gpt_hidden} "
+          f"heads={a.gpt_heads} s={a.gpt_seq} V={a.gpt_vocab}; {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
+    if not a.torch and ("mlp" in parts or "gpt" in parts):
+        print(f"torch: not importable by {a.python} (python3-torch missing?): engine-only figures below")
+    b = Bench(a)
+    try:
+        for part in parts:
+            {"mlp": lambda: b.engine_vs_torch("mlp"), "gpt": lambda: b.engine_vs_torch("gpt"),
+             "scaling": b.scaling, "collectives": b.collectives}[part]()
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print(f"run_bench: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(b.records, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
