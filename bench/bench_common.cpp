@@ -113,15 +113,20 @@ std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, 
                                                         const std::vector<std::string>& names) {
   std::map<std::string, std::vector<double>> out;
   for (const std::string& n : names) out[n] = {};
+  out["step"] = {};
   if (steps <= 0) return out;
   pg.recorder().set_enabled(true);
   trace::install(pg.recorder_ptr());
   for (int i = 0; i < steps; ++i) {
     pg.recorder().clear();
-    timed(pg, step);
+    const double wall = timed(pg, step);
     for (const std::string& n : names) out[n].push_back(0.0);
+    out["step"].push_back(wall);
     for (const comm::ComputeRecord& r : pg.recorder().compute_records())
       if (auto it = out.find(r.name); it != out.end()) it->second.back() += r.t_end - r.t_start;
+    if (auto it = out.find("comm"); it != out.end())
+      for (const comm::CommRecord& r : pg.recorder().records())
+        if (r.op != comm::OpKind::barrier) it->second.back() += r.t_end - r.t_issue;  // not timed()'s own
   }
   trace::install(nullptr);
   pg.recorder().clear();

@@ -10,7 +10,7 @@
 // (S = Q·Kᵀ, O = P·V; dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q, on contiguous [s, d] blocks), and the
 // output layer's three — so gemm_frac = GEMM time / step time. Then a few steps with compute spans on
 // (engine/trace.h): span_gemm_s (the linear GEMMs inside the step) and span_attention_s (attention,
-// forward and backward, GEMMs and softmax together).
+// forward and backward, GEMMs and softmax together) and span_comm_s (time in collectives).
 //
 // Ranks are forked (one per TP rank, one OpenBLAS thread each); fingerprints and the recorder are off
 // while timing. Output: one `RESULT gpt impl=engine ...` line (bench/bench_common.h); the PyTorch peer
@@ -150,7 +150,7 @@ int run_rank(const Config& c) {
   const tpsp::bench::Timings t = tpsp::bench::time_alternating(
       tp, c.warmup, c.steps, step, c.gemm ? std::function<void()>([&] { gemms.run(); }) : nullptr);
   // GEMM and attention time inside the step, from the compute spans (engine/trace.h).
-  const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm", "attention"});
+  const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm", "attention", "comm"});
 
   if (tp.rank() == 0) {
     const double step_s = median(t.step), gemm_s = median(t.gemm);
@@ -175,8 +175,10 @@ int run_rank(const Config& c) {
       line.add("gemm_frac", gemm_s / step_s);
     }
     if (c.span_steps > 0) {
+      line.add("span_step_s", median(spans.at("step")));
       line.add("span_gemm_s", median(spans.at("gemm")));
       line.add("span_attention_s", median(spans.at("attention")));
+      line.add("span_comm_s", median(spans.at("comm")));
     }
     line.print();
   }

@@ -9,7 +9,7 @@
 // step (forward, dgrad and wgrad of both linears) with the same shapes through engine/ops/matmul.h —
 // so "gemm_frac" = GEMM time / step time says how much of the step is anything but GEMMs.
 // Then a few more steps with compute spans on (engine/trace.h): span_gemm_s is the GEMM time measured
-// inside the step, to compare with gemm_s measured alone.
+// inside the step, to compare with gemm_s measured alone; span_comm_s the time spent in collectives.
 //
 // Ranks are forked (one per TP rank, one OpenBLAS thread each); fingerprints and the recorder are
 // off during timing, as in training. Output: one line
@@ -140,7 +140,7 @@ int run_rank(const Config& c) {
   const tpsp::bench::Timings t = tpsp::bench::time_alternating(
       tp, c.warmup, c.steps, step, c.gemm ? std::function<void()>([&] { g.run(mlp); }) : nullptr);
   // GEMM time inside the step, from the compute spans the ops record (engine/trace.h).
-  const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm"});
+  const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm", "comm"});
 
   if (r == 0) {
     const double step_s = median(t.step), gemm_s = median(t.gemm);
@@ -163,7 +163,11 @@ int run_rank(const Config& c) {
       line.add("gemm_frac", gemm_s / step_s);
       line.add("gemm_gflops", flops / gemm_s / 1e9);
     }
-    if (c.span_steps > 0) line.add("span_gemm_s", median(spans.at("gemm")));
+    if (c.span_steps > 0) {
+      line.add("span_step_s", median(spans.at("step")));
+      line.add("span_gemm_s", median(spans.at("gemm")));
+      line.add("span_comm_s", median(spans.at("comm")));
+    }
     line.print();
   }
   return 0;

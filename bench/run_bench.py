@@ -113,9 +113,9 @@ class Bench:
             print(f"  torch {summary([t['step_s'] for t in tr], 4)} s" if tr else "")
             print(f"{p} gemm/step engine {summary([e['gemm_frac'] for e in er])}", end="")
             print(f"  torch {summary([t['gemm_frac'] for t in tr])}" if tr else "")
-            spans = f"span_gemm/step {summary([e['span_gemm_s'] / e['step_s'] for e in er])}"
-            if bench == "gpt":
-                spans += f"  span_attention/step {summary([e['span_attention_s'] / e['step_s'] for e in er])}"
+            # Shares of the traced steps (compute spans on), each over that same step's time.
+            spans = "  ".join(f"span_{k}/step {summary([e[f'span_{k}_s'] / e['span_step_s'] for e in er])}"
+                              for k in (["gemm", "attention", "comm"] if bench == "gpt" else ["gemm", "comm"]))
             print(f"{p} engine {spans}", flush=True)
 
     def scaling(self):
