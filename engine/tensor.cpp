@@ -1,7 +1,10 @@
 #include "engine/tensor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 
 #include "engine/bf16.h"
 #include "engine/error.h"
@@ -45,14 +48,34 @@ int64_t shape_numel(const Shape& shape) {
 
 Tensor::Tensor() : shape_{0} {}
 
-Tensor::Tensor(Shape shape, DType dtype, Device device)
+Tensor::Tensor(Shape shape, DType dtype, Device device) : Tensor(std::move(shape), dtype, device, true) {}
+
+Tensor::Tensor(Shape shape, DType dtype, Device device, bool zero)
     : shape_(std::move(shape)), dtype_(dtype), device_(device) {
   for (int64_t e : shape_) TPSP_CHECK(e >= 0, "negative extent in shape ", shape_str(shape_));
   TPSP_CHECK(dtype != DType::f16 && device == Device::cpu, "tensor storage for dtype ", dtype_name(dtype),
              " on ", device_name(device), " is not available in this build (f32 and bf16 on cpu)");
   numel_ = shape_numel(shape_);
-  storage_ = std::shared_ptr<unsigned char[]>(
-      new unsigned char[static_cast<std::size_t>(std::max<int64_t>(numel_, 1)) * dtype_size(dtype)]());
+  const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(numel_, 1)) * dtype_size(dtype);
+  storage_ = std::shared_ptr<unsigned char[]>(zero ? new unsigned char[bytes]() : new unsigned char[bytes]);
+}
+
+bool poison_empty_tensors() {
+#ifndef NDEBUG
+  return true;
+#else
+  static const bool on = [] {
+    const char* v = std::getenv("TPSP_POISON_EMPTY");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+#endif
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  Tensor t(shape, dtype, Device::cpu, false);
+  if (poison_empty_tensors()) t.fill(std::numeric_limits<float>::quiet_NaN());
+  return t;
 }
 
 float* Tensor::data() {
@@ -163,14 +186,14 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(shape_, dtype_, device_);
+  Tensor t = empty(shape_, dtype_);
   if (numel_) std::memcpy(t.raw_data(), raw_data(), nbytes());
   return t;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
-  Tensor t(shape_, dtype, device_);
+  Tensor t = empty(shape_, dtype);
   t.copy_from(*this);
   return t;
 }
@@ -188,7 +211,7 @@ Tensor Tensor::narrow_copy(int64_t d, int64_t start, int64_t length) const {
   for (int64_t i = dd + 1; i < nd; ++i) inner *= shape_[static_cast<std::size_t>(i)];
   Shape out_shape = shape_;
   out_shape[static_cast<std::size_t>(dd)] = length;
-  Tensor out(out_shape, dtype_, device_);
+  Tensor out = empty(out_shape, dtype_);
   const std::size_t es = elem_size();
   const auto* in = static_cast<const unsigned char*>(raw_data());
   auto* dst = static_cast<unsigned char*>(out.raw_data());
@@ -247,7 +270,7 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < dd; ++i) outer *= first[static_cast<std::size_t>(i)];
   for (int64_t i = dd + 1; i < nd; ++i) inner *= first[static_cast<std::size_t>(i)];
-  Tensor out(out_shape, parts[0].dtype());
+  Tensor out = Tensor::empty(out_shape, parts[0].dtype());
   const std::size_t es = dtype_size(out.dtype());
   const int64_t out_row = out_shape[static_cast<std::size_t>(dd)] * inner;
   auto* dst = static_cast<unsigned char*>(out.raw_data());

@@ -34,6 +34,10 @@ std::size_t dtype_size(DType dt);
 
 using Shape = std::vector<int64_t>;
 
+/// Whether Tensor::empty fills with NaN: always without NDEBUG, else when the environment has
+/// TPSP_POISON_EMPTY=1 (read once per process).
+bool poison_empty_tensors();
+
 /// "[2, 13, 24]" for error messages and reports.
 std::string shape_str(const Shape& shape);
 /// Product of the extents; 1 for a scalar shape [].
@@ -51,6 +55,13 @@ class Tensor {
 
   /// Zero-filled tensor, same as the constructor.
   static Tensor zeros(const Shape& shape);
+  /// A tensor whose elements are not initialised: for outputs every element of which is written
+  /// before it is read (saves the zero fill and its page faults on fresh memory). The elements are
+  /// NaN instead (poison_empty_tensors()) in builds without NDEBUG (Debug, the ASan+UBSan tests) and
+  /// under TPSP_POISON_EMPTY=1 (set by ./check for every rank), so a read before the write — e.g. of
+  /// an async collective's output before its wait() — shows up in every result instead of reading
+  /// stale memory that may hold a right answer. Same errors as the constructor.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
   /// Tensor filled with `value`.
   static Tensor full(const Shape& shape, float value);
   /// Tensor holding `values` (row-major). Throws ShapeError if values.size() != numel(shape).
@@ -108,6 +119,7 @@ class Tensor {
   void copy_from(const Tensor& src);
 
  private:
+  Tensor(Shape shape, DType dtype, Device device, bool zero);
   std::size_t elem_size() const { return dtype_size(dtype_); }
   std::shared_ptr<unsigned char[]> storage_;
   int64_t offset_ = 0;

@@ -56,7 +56,7 @@ WorkPtr ProcessGroup::issue_all_gather(const Tensor& in, Tensor& out, int64_t di
                    }
                    // dim 0: rank-major concatenation is the layout of `out` itself; other dims gather into a
                    // rank-major buffer, then concatenate the n pieces along dim.
-                   Tensor flat = d == 0 ? out : Tensor(Shape{n * in.numel()}, in.dtype());
+                   Tensor flat = d == 0 ? out : Tensor::empty(Shape{n * in.numel()}, in.dtype());
                    backend_->all_gather(in.raw_data(), flat.raw_data(), in.nbytes(),
                                         transport(cl.seq, cl.opts));
                    if (d != 0) {

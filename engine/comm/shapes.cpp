@@ -55,7 +55,7 @@ void check_peer(int peer, int n, const char* what, const char* op, const std::st
 
 void prepare_out(Tensor& out, const Shape& shape, DType dtype, const char* op, const std::string& group) {
   if (!out.defined()) {
-    out = Tensor(shape, dtype);
+    out = Tensor::empty(shape, dtype);  // every element is written by the collective
     return;
   }
   TPSP_CHECK(out.shape() == shape, op, " in group ", group, ": output has shape ", shape_str(out.shape()),

@@ -8,7 +8,7 @@ void coalesced_all_reduce(const std::vector<Tensor*>& ts, comm::ProcessGroup& pg
   int64_t n = 0;
   for (const Tensor* t : ts) n += t->numel();
   if (n == 0) return;
-  Tensor flat({n});
+  Tensor flat = Tensor::empty({n});
   int64_t off = 0;
   for (const Tensor* t : ts) {
     std::copy(t->data(), t->data() + t->numel(), flat.data() + off);

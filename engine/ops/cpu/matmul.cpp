@@ -20,13 +20,14 @@ int64_t leading_rows(const Tensor& t) {
 }
 
 /// C[M, N] = op(A) · op(B) + beta · C with row-major storage; skips BLAS for empty products (BLAS
-/// rejects leading dimensions of 0). beta = 0 overwrites C, beta = 1 accumulates into it.
+/// rejects leading dimensions of 0). beta = 0 overwrites C (never reads it: C may be Tensor::empty),
+/// beta = 1 accumulates into it.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
           const float* B, int64_t ldb, float* C, int64_t ldc, float beta = 0.f) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : C[i * ldc + j] * beta;
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
@@ -59,7 +60,7 @@ Tensor matmul_forward(const Tensor& x, const Tensor& w) {
   const int64_t n = leading_rows(x);
   Shape out_shape = x.shape();
   out_shape.back() = m;
-  Tensor y(out_shape);
+  Tensor y = Tensor::empty(out_shape);
   // Y[n, m] = X[n, k] · W[m, k]ᵀ
   gemm(false, true, n, m, k, x.data(), k, w.data(), k, y.data(), m);
   return y;
@@ -72,7 +73,7 @@ Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) {
   const int64_t m = w.size(0), k = w.size(1), n = leading_rows(dy);
   Shape x_shape = dy.shape();
   x_shape.back() = k;
-  Tensor dx(x_shape);
+  Tensor dx = Tensor::empty(x_shape);
   // dX[n, k] = dY[n, m] · W[m, k]
   gemm(false, false, n, k, m, dy.data(), m, w.data(), k, dx.data(), k);
   return dx;
