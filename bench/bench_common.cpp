@@ -131,7 +131,16 @@ std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, 
   trace::install(nullptr);
   pg.recorder().clear();
   pg.recorder().set_enabled(false);
-  for (auto& [n, v] : out) v = max_over_ranks(pg, v);
+  for (auto& [n, v] : out) {
+    if (n != "comm") {
+      v = max_over_ranks(pg, v);
+      continue;
+    }
+    // The rank that waited least: its time is the transfer itself, not waiting for a slower rank.
+    for (double& x : v) x = -x;
+    v = max_over_ranks(pg, v);
+    for (double& x : v) x = -x;
+  }
   return out;
 }
 

@@ -52,7 +52,9 @@ Timings time_alternating(comm::ProcessGroup& pg, int warmup, int steps, const st
 /// installed, then off again) and returns, per span name in `names` ("gemm", "attention"), the seconds
 /// of that name's spans summed within each step, max over ranks. The name "comm" sums the collectives'
 /// recorded time from issue to completion (t_end − t_issue: for the blocking calls of a step, the time
-/// the caller waited for communication; barriers excluded). "step" is added: each span step's seconds.
+/// the caller waited for communication; barriers excluded), MIN over ranks: the rank that waited least,
+/// so that waiting for a slower rank's compute is left out as far as possible. "step" is added: each
+/// span step's seconds (max over ranks).
 std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, int steps,
                                                         const std::function<void()>& step,
                                                         const std::vector<std::string>& names);
