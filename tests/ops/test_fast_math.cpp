@@ -1,14 +1,15 @@
-// The vectorised tanh behind GELU (engine/ops/cpu/fast_tanh.h) against glibc's tanhf, and the GELU
-// kernels against the same formula evaluated with std::tanh in double. Bounds: the rational is a
-// minimax fit whose float evaluation stays within 6 ulp of tanhf (measured over [-12, 12] on a 1e-4
-// grid; the header states the same figure); GELU then carries at most a few f32 roundings of values
-// ≤ |x|, so 2e-6·(1 + |x|) holds with room.
+// The vectorised exp (softmax, attention) and tanh (GELU) of engine/ops/cpu/fast_math.h against
+// glibc's expf and tanhf, and the GELU kernels against the formula evaluated with std::tanh in double.
+// exp: a Cody–Waite reduction and a degree-7 polynomial, within 1 ulp of expf on [-87, 88]. Bounds: the
+// rational is a minimax fit whose float evaluation stays within 6 ulp of tanhf (measured over [-12, 12] on a
+// 1e-4 grid; the header states the same figure); GELU then carries at most a few f32 roundings of values ≤
+// |x|, so 2e-6·(1 + |x|) holds with room.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "engine/ops/cpu/fast_tanh.h"
+#include "engine/ops/cpu/fast_math.h"
 #include "engine/ops/ops.h"
 
 using namespace tpsp;
@@ -26,6 +27,26 @@ double gelu_double(double x) {
 }
 
 }  // namespace
+
+TEST_CASE("exp_poly is within 1 ulp of expf over [-87, 88]; 0 below the normal range, NaN stays NaN") {
+  double worst = 0;
+  for (int i = -87000; i <= 88000; ++i) {
+    const float x = static_cast<float>(i) * 1e-3f;
+    worst = std::max(worst, ulp_distance(ops::cpu::exp_poly(x), std::exp(x)));
+  }
+  MESSAGE("worst: " << worst << " ulp");
+  CHECK(worst <= 1.0);
+  CHECK(ops::cpu::exp_poly(0.f) == 1.f);
+  CHECK(ops::cpu::exp_poly(-std::numeric_limits<float>::infinity()) == 0.f);  // a masked logit
+  CHECK(ops::cpu::exp_poly(-100.f) == 0.f);
+  CHECK(ops::cpu::exp_poly(100.f) > 3e38f);
+  CHECK(std::isnan(ops::cpu::exp_poly(std::numeric_limits<float>::quiet_NaN())));
+  float row[5] = {1.f, 2.f, -std::numeric_limits<float>::infinity(), 3.f, 0.5f};
+  ops::cpu::exp_shifted(row, 5, 3.f);
+  CHECK(row[2] == 0.f);
+  CHECK(row[3] == 1.f);
+  CHECK(ulp_distance(row[0], std::exp(-2.f)) <= 1.0);
+}
 
 TEST_CASE("tanh_rational is within 6 ulp of tanhf over [-12, 12], odd, saturating, NaN-preserving") {
   double worst = 0, worst_abs = 0;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/fast_math.h"
 #include "engine/ops/cpu/ops.h"
 
 namespace tpsp::ops::cpu {
@@ -82,11 +83,9 @@ AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
           for (int64_t j = 0; j < s; ++j) row[j] = 0.f;
           continue;
         }
+        exp_shifted(row, s, mx);
         double sum = 0.0;
-        for (int64_t j = 0; j < s; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
+        for (int64_t j = 0; j < s; ++j) sum += row[j];
         const float inv = static_cast<float>(1.0 / sum);
         for (int64_t j = 0; j < s; ++j) row[j] *= inv;
       }

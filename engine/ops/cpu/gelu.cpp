@@ -1,19 +1,14 @@
 // GELU with the tanh approximation (Hendrycks & Gimpel 2016; GPT-2, Megatron's openai_gelu, PyTorch
 // gelu(approximate="tanh")), forward and backward, as vectorised loops: tanh is the rational of
-// fast_tanh.h, and the loops are compiled with -fno-trapping-math (engine build flags) so that the
-// clamps become vector min/max. On x86-64 an AVX2 clone is picked at load time when the CPU has it.
+// fast_math.h, and the loops are compiled with -fno-trapping-math (CMakeLists.txt) so that the
+// clamps become vector min/max. On x86-64 an AVX2 clone is picked at load time (vector_clones.h).
 #include <cstdint>
 
 #include "engine/error.h"
-#include "engine/ops/cpu/fast_tanh.h"
+#include "engine/ops/cpu/fast_math.h"
 #include "engine/ops/cpu/ops.h"
+#include "engine/ops/cpu/vector_clones.h"
 #include "engine/ops/elementwise.h"
-
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
-#define TPSP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TPSP_VECTOR_CLONES
-#endif
 
 namespace tpsp::ops::cpu {
 namespace {

@@ -100,8 +100,8 @@ void bias_add_forward(Tensor& y, const Tensor& b) {
   TPSP_CHECK(y.dim() >= 1 && b.dim() == 1 && y.size(-1) == b.size(0), "bias_add_forward: y ",
              shape_str(y.shape()), " needs a bias of its last dim, got b ", shape_str(b.shape()));
   const int64_t m = b.size(0), n = leading_rows(y);
-  float* py = y.data();
-  const float* pb = b.data();
+  float* __restrict py = y.data();  // y and b never overlap: the inner loop vectorises
+  const float* __restrict pb = b.data();
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) py[i * m + j] += pb[j];
 }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/fast_math.h"
 #include "engine/ops/cpu/ops.h"
 
 namespace tpsp::ops::cpu {
@@ -21,11 +22,10 @@ Tensor softmax_forward(const Tensor& x) {
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) mx = std::fmax(mx, px[j]);
     if (mx == -std::numeric_limits<float>::infinity()) continue;  // all −inf: a zero row
+    for (int64_t j = 0; j < n; ++j) py[j] = px[j];
+    exp_shifted(py, n, mx);
     double sum = 0.0;
-    for (int64_t j = 0; j < n; ++j) {
-      py[j] = std::exp(px[j] - mx);
-      sum += py[j];
-    }
+    for (int64_t j = 0; j < n; ++j) sum += py[j];
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t j = 0; j < n; ++j) py[j] *= inv;
   }
