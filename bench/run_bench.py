@@ -182,7 +182,9 @@ def main():
         p.error(f"--only takes a comma-separated subset of {','.join(known)}")
     print(f"# run_bench: {os.cpu_count()} cores, {a.pairs} pairs after a warm-up pair, {a.steps} steps per "
           f"process; mlp s={a.seq} b={a.batch} h={a.hidden} ffn=4h; gpt L={a.gpt_layers} h={a.gpt_hidden} "
-          f"heads={a.gpt_heads} s={a.gpt_seq} V={a.gpt_vocab}; {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
+          f"heads={a.gpt_heads} s={a.gpt_seq} V={a.gpt_vocab}; {time.strftime('%Y-%m-%d %H:%M')}, load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    t0 = time.time()
     if not a.torch and ("mlp" in parts or "gpt" in parts):
         print(f"torch: not importable by {a.python} (python3-torch missing?): engine-only figures below")
     b = Bench(a)
@@ -194,6 +196,8 @@ def main():
         print(f"run_bench: {e}", file=sys.stderr)
         return 1
     finally:
+        print(f"# run_bench: {(time.time() - t0) / 60:.1f} min, load average "
+              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (1, 5, 15 min: other work on the machine)")
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(b.records, f, indent=1)
