@@ -158,10 +158,10 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="CMake build directory")
     p.add_argument("--python", default="/usr/bin/python3", help="python with torch for the peers")
     p.add_argument("--quick", action="store_true", help="smoke run: 2 pairs, small shapes")
-    p.add_argument("--pairs", type=int, default=7, help="alternating pairs per comparison (after a warm-up)")
-    p.add_argument("--steps", type=int, default=4, help="timed steps per process")
+    p.add_argument("--pairs", type=int, help="alternating pairs per comparison after a warm-up pair (7; --quick 2)")
+    p.add_argument("--steps", type=int, help="timed steps per process (4; --quick 2)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per process")
-    p.add_argument("--span-steps", type=int, default=2, help="engine steps with compute spans on")
+    p.add_argument("--span-steps", type=int, help="engine steps with compute spans on (2; --quick 1)")
     p.add_argument("--only", default="mlp,gpt,scaling,collectives", help="comma-separated parts to run")
     p.add_argument("--json", help="write every RESULT (with its comparison and pair) to this file")
     p.add_argument("--timeout", type=float, default=900, help="seconds per process")
@@ -169,8 +169,10 @@ def main():
     a.seq, a.batch, a.hidden = 512, 1, 1024
     a.gpt_seq, a.gpt_hidden, a.gpt_heads, a.gpt_layers, a.gpt_vocab = 512, 512, 8, 2, 8192
     a.scaling_hidden = [512, 1024, 2048]
+    for k, full, quick in (("pairs", 7, 2), ("steps", 4, 2), ("span_steps", 2, 1)):
+        if getattr(a, k) is None:
+            setattr(a, k, quick if a.quick else full)
     if a.quick:
-        a.pairs, a.steps, a.warmup, a.span_steps = 2, 2, 1, 1
         a.seq, a.hidden = 128, 256
         a.gpt_seq, a.gpt_hidden, a.gpt_heads, a.gpt_layers, a.gpt_vocab = 128, 128, 4, 1, 1024
         a.scaling_hidden = [128, 256]
