@@ -87,7 +87,8 @@ class Bench:
 
     def step_args(self, bench, tp, sp, extra=()):
         a = self.a
-        args = ["--tp", str(tp), "--steps", str(a.steps), "--warmup", str(a.warmup)] + (["--sp"] if sp else [])
+        args = ["--tp", str(tp), "--steps", str(a.steps), "--warmup", str(a.warmup)]
+        args += ["--sp"] if sp else []
         if bench == "mlp":
             args += ["--seq", str(a.seq), "--batch", str(a.batch), "--hidden", str(a.hidden)]
         else:
@@ -96,43 +97,45 @@ class Bench:
         return args + list(extra)
 
     def engine_vs_torch(self, bench):
+        a = self.a
         for label, tp, sp in LAYOUTS:
             args = self.step_args(bench, tp, sp)
-            e_only = ["--span-steps", str(self.a.span_steps)]
-            if self.a.torch:
-                er, tr = self.pairs(f"{bench} {label}", self.engine_cmd(bench, args + e_only),
-                                    self.torch_cmd(bench, args))
+            e_cmd = self.engine_cmd(bench, args + ["--span-steps", str(a.span_steps)])
+            if a.torch:
+                er, tr = self.pairs(f"{bench} {label}", e_cmd, self.torch_cmd(bench, args))
             else:
-                runs = [run(self.engine_cmd(bench, args + e_only), self.a.timeout) for _ in range(self.a.pairs + 1)]
-                er = runs[1:]  # the first is the warm-up
-                tr = []
+                er, tr = [run(e_cmd, a.timeout) for _ in range(a.pairs + 1)][1:], []  # first: warm-up
             p = f"{bench} {label}"
             if tr:
                 print(f"{p} engine/torch {summary([e['step_s'] / t['step_s'] for e, t in zip(er, tr)])}")
-            print(f"{p} step engine {summary([e['step_s'] for e in er], 4)} s", end="")
-            print(f"  torch {summary([t['step_s'] for t in tr], 4)} s" if tr else "")
-            print(f"{p} gemm/step engine {summary([e['gemm_frac'] for e in er])}", end="")
-            print(f"  torch {summary([t['gemm_frac'] for t in tr])}" if tr else "")
+            torch_step = f"  torch {summary([t['step_s'] for t in tr], 4)} s" if tr else ""
+            print(f"{p} step engine {summary([e['step_s'] for e in er], 4)} s{torch_step}")
+            torch_gemm = f"  torch {summary([t['gemm_frac'] for t in tr])}" if tr else ""
+            print(f"{p} gemm/step engine {summary([e['gemm_frac'] for e in er])}{torch_gemm}")
             # Shares of the traced steps (compute spans on), each over that same step's time.
+            kinds = ["gemm", "attention", "comm"] if bench == "gpt" else ["gemm", "comm"]
             spans = "  ".join(f"span_{k}/step {summary([e[f'span_{k}_s'] / e['span_step_s'] for e in er])}"
-                              for k in (["gemm", "attention", "comm"] if bench == "gpt" else ["gemm", "comm"]))
+                              for k in kinds)
             print(f"{p} engine {spans}", flush=True)
 
     def scaling(self):
-        for h in self.a.scaling_hidden:
-            base = ["--seq", str(self.a.seq), "--batch", str(self.a.batch), "--hidden", str(h), "--steps",
-                    str(self.a.steps), "--warmup", str(self.a.warmup), "--no-gemm"]
-            one, two = self.pairs(f"scaling h={h}", self.engine_cmd("mlp", ["--tp", "1", "--span-steps", "0"] + base),
-                                  self.engine_cmd("mlp", ["--tp", "2", "--span-steps", "0"] + base))
-            print(f"mlp h={h} tp=2/tp=1 engine {summary([b['step_s'] / a['step_s'] for a, b in zip(one, two)])}"
-                  f"  (tp=1 {summary([a['step_s'] for a in one], 4)} s)", flush=True)
+        a = self.a
+        for h in a.scaling_hidden:
+            base = ["--seq", str(a.seq), "--batch", str(a.batch), "--hidden", str(h), "--steps", str(a.steps),
+                    "--warmup", str(a.warmup), "--no-gemm", "--span-steps", "0"]
+            one, two = self.pairs(f"scaling h={h}", self.engine_cmd("mlp", ["--tp", "1"] + base),
+                                  self.engine_cmd("mlp", ["--tp", "2"] + base))
+            ratio = summary([y["step_s"] / x["step_s"] for x, y in zip(one, two)])
+            print(f"mlp h={h} tp=2/tp=1 engine {ratio}  (tp=1 {summary([x['step_s'] for x in one], 4)} s)",
+                  flush=True)
 
     def collectives(self):
-        """busbw of each collective / raw Gloo ring all-reduce busbw at 16 and 64 MiB (the 'gloo' column of
-        bench_collectives), median (min–max) over a.pairs runs."""
+        """busbw of each collective / raw Gloo ring all-reduce busbw at 16 and 64 MiB (the 'gloo' column
+        of bench_collectives), median (min–max) over max(1, pairs // 2) runs (each its own median of 5
+        rounds)."""
         sizes = [16 << 20, 64 << 20] if not self.a.quick else [1 << 20, 4 << 20]
-        cmd = [os.path.join(self.bin, "bench_collectives"), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "4",
-               "--ops", "all_reduce", "all_gather", "reduce_scatter"]
+        cmd = [os.path.join(self.bin, "bench_collectives"), "-b", str(sizes[0]), "-e", str(sizes[-1]),
+               "-f", "4", "--ops", "all_reduce", "all_gather", "reduce_scatter"]
         ratio, busbw = {}, {}
         for _ in range(max(1, self.a.pairs // 2)):
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=self.a.timeout,
@@ -150,7 +153,8 @@ class Bench:
                     ratio.setdefault(key, []).append(float(cols[7]))
                     busbw.setdefault(key, []).append(float(cols[5]))
         for (op, size), r in ratio.items():
-            print(f"busbw {op} {size >> 20}MiB engine/gloo {summary(r)}  (busbw {summary(busbw[(op, size)], 3)} GB/s)")
+            bw = summary(busbw[(op, size)], 3)
+            print(f"busbw {op} {size >> 20}MiB engine/gloo {summary(r)}  (busbw {bw} GB/s)")
 
 
 def main():
@@ -158,7 +162,8 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="CMake build directory")
     p.add_argument("--python", default="/usr/bin/python3", help="python with torch for the peers")
     p.add_argument("--quick", action="store_true", help="smoke run: 2 pairs, small shapes")
-    p.add_argument("--pairs", type=int, help="alternating pairs per comparison after a warm-up pair (7; --quick 2)")
+    p.add_argument("--pairs", type=int,
+                   help="alternating pairs per comparison after a warm-up pair (7; --quick 2)")
     p.add_argument("--steps", type=int, help="timed steps per process (4; --quick 2)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per process")
     p.add_argument("--span-steps", type=int, help="engine steps with compute spans on (2; --quick 1)")
@@ -184,8 +189,8 @@ def main():
         p.error(f"--only takes a comma-separated subset of {','.join(known)}")
     print(f"# run_bench: {os.cpu_count()} cores, {a.pairs} pairs after a warm-up pair, {a.steps} steps per "
           f"process; mlp s={a.seq} b={a.batch} h={a.hidden} ffn=4h; gpt L={a.gpt_layers} h={a.gpt_hidden} "
-          f"heads={a.gpt_heads} s={a.gpt_seq} V={a.gpt_vocab}; {time.strftime('%Y-%m-%d %H:%M')}, load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+          f"heads={a.gpt_heads} s={a.gpt_seq} V={a.gpt_vocab}; {time.strftime('%Y-%m-%d %H:%M')}, "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     t0 = time.time()
     if not a.torch and ("mlp" in parts or "gpt" in parts):
         print(f"torch: not importable by {a.python} (python3-torch missing?): engine-only figures below")
