@@ -60,15 +60,19 @@ def summary(values, digits=2):
 
 
 class Bench:
+    """The comparisons, printed as they finish; every RESULT kept in self.records."""
+
     def __init__(self, a):
         self.a = a
         self.records = []  # every RESULT, with the comparison it belongs to (for --json)
         self.bin = os.path.join(a.build, "bench")
 
     def engine_cmd(self, bench, args):
+        """build/bench/bench_<bench>_step with args."""
         return [os.path.join(self.bin, f"bench_{bench}_step")] + args
 
     def torch_cmd(self, bench, args):
+        """The PyTorch peer of bench with the same args, run by a.python."""
         script = {"mlp": "tp_mlp_step.py", "gpt": "gpt_step.py"}[bench]
         return [self.a.python, os.path.join(HERE, "peers", script)] + args
 
@@ -86,6 +90,7 @@ class Bench:
         return ra, rb
 
     def step_args(self, bench, tp, sp, extra=()):
+        """The flags both sides of bench take: layout, shapes, step counts."""
         a = self.a
         args = ["--tp", str(tp), "--steps", str(a.steps), "--warmup", str(a.warmup)]
         args += ["--sp"] if sp else []
@@ -97,6 +102,7 @@ class Bench:
         return args + list(extra)
 
     def engine_vs_torch(self, bench):
+        """Per layout: engine/torch, both step times, both gemm/step, the engine's span shares."""
         a = self.a
         for label, tp, sp in LAYOUTS:
             args = self.step_args(bench, tp, sp)
@@ -119,6 +125,7 @@ class Bench:
             print(f"{p} engine {spans}", flush=True)
 
     def scaling(self):
+        """Engine MLP step at tp=2 over tp=1, alternating pairs, at each hidden size."""
         a = self.a
         for h in a.scaling_hidden:
             base = ["--seq", str(a.seq), "--batch", str(a.batch), "--hidden", str(h), "--steps", str(a.steps),
@@ -158,6 +165,7 @@ class Bench:
 
 
 def main():
+    """Parses the flags, checks for torch, runs the parts asked for; exit status 1 if a run failed."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="CMake build directory")
     p.add_argument("--python", default="/usr/bin/python3", help="python with torch for the peers")

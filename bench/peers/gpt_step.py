@@ -121,6 +121,7 @@ class GPT:
         return pc.ReduceFromTensorParallelRegion.apply(partial) + b
 
     def column_parallel(self, x, w, b):
+        """X·A_rᵀ + b_r: X all-gathered first under SP, dX all-reduced (TP) or reduce-scattered (SP)."""
         return Linear(x, w, b, self.tp > 1 and not self.sp, self.sp)
 
     def loss(self, ids, targets):
@@ -199,6 +200,7 @@ class StepGemms:
 
 
 def rank_main(rank, world, a):
+    """One TP rank: builds its shards, times the steps and the GEMMs alone; rank 0 prints RESULT."""
     gen = torch.Generator().manual_seed(a.seed)
     model = GPT(a, rank, gen)
     opt = torch.optim.AdamW(model.params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -230,6 +232,7 @@ def rank_main(rank, world, a):
 
 
 def main():
+    """Parses the flags (those of bench_gpt_step) and spawns --tp ranks."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (ranks to spawn)")
     p.add_argument("--sp", action="store_true", help="sequence parallelism")

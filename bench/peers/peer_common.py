@@ -23,6 +23,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 
 def _rank_entry(rank, world, store_dir, fn, args):
+    """One spawned rank: one thread, the gloo world, fn(rank, world, *args), the group torn down."""
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store_dir}/store", rank=rank, world_size=world)
@@ -191,4 +192,5 @@ def result_line(bench, fields):
 
 
 def median(v):
+    """The median of a list of numbers (the mean of the middle two for an even count)."""
     return statistics.median(v)

@@ -59,6 +59,7 @@ def gemm_only(x, a, dy1, dy2, w1, w2):
 
 
 def rank_main(rank, world, a):
+    """One TP rank: builds its shards and inputs, times the steps and the GEMMs alone; rank 0 prints."""
     gen = torch.Generator().manual_seed(a.seed)
     w1, b1, w2, b2 = shards(a, rank, gen)
     s, b, h, fl = a.seq, a.batch, a.hidden, a.ffn // a.tp
@@ -88,6 +89,7 @@ def rank_main(rank, world, a):
 
 
 def main():
+    """Parses the flags (those of bench_mlp_step) and spawns --tp ranks."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (ranks to spawn)")
     p.add_argument("--sp", action="store_true", help="sequence parallelism")
