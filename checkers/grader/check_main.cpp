@@ -286,7 +286,8 @@ int main(int argc, char** argv) {
               run_logged({bin_dir + "/tpsp-run", "-n", std::to_string(layout.world()), "--timeout", budget_s,
                           "--tail", "12", "--", bin, "--scenario", sc.id(), "--tp", std::to_string(layout.tp),
                           "--sp", sp ? "1" : "0", "--seed", std::to_string(o.seed), "--out", dir},
-                         {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1"},
+                         {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1",
+                          "TPSP_POISON_EMPTY=1"},
                          dir + "/launcher.log");
           if (g_interrupted) {  // Ctrl-C: stop checking, do not grade
             std::printf("\ninterrupted\n");
