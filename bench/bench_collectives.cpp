@@ -25,6 +25,7 @@
 #include <map>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "engine/comm/cost_model.h"
 #include "engine/comm/env.h"
 #include "engine/comm/gloo/gloo_backend.h"
@@ -254,40 +255,6 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"}));
   CLI11_PARSE(app, argc, argv);
 
-  if (std::getenv("RANK")) return run_rank(cfg);
-
-  char tmpl[] = "/tmp/tpsp-bench-XXXXXX";
-  if (!::mkdtemp(tmpl)) {
-    fmt::print(stderr, "mkdtemp failed\n");
-    return 1;
-  }
-  std::vector<pid_t> pids;
-  for (int r = 0; r < cfg.ranks; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(cfg.ranks).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(cfg.ranks).c_str(), 1);
-      ::setenv("TPSP_STORE_DIR", tmpl, 1);
-      int rc = 1;
-      try {
-        rc = run_rank(cfg);
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "rank {}: {}\n", r, e.what());
-      }
-      std::fflush(nullptr);
-      ::_exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);  // each rank's calls are bounded by the comm timeout
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(tmpl, ec);
-  return rc;
+  // Forks cfg.ranks ranks (or runs as one rank of a launcher-made world when RANK is set).
+  return tpsp::bench::run_ranks(cfg.ranks, [&cfg] { return run_rank(cfg); });
 }
