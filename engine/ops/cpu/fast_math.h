@@ -3,10 +3,9 @@
 // integer add into the exponent bits. Loops over them are compiled with -fopenmp-simd and
 // -fno-trapping-math (CMakeLists.txt: fast_math.cpp, gelu.cpp) so the selects become vector blends.
 //
-// tanh: the [13/6] minimax rational on [-7.9053, 7.9053] used by Eigen's generic_fast_tanh_float (and, via
-// Eigen/Sleef-style vector kernels, by PyTorch's CPU tanh): beyond ±7.9053 float tanh is ±1 within
-// half an ulp, so the input is clamped there. Measured against glibc's tanhf on a 1e-4 grid over
-// [-12, 12]: at most 6 ulp, 3.6e-7 absolute (tests/ops/test_fast_math.cpp keeps both figures).
+// tanh: the [13/6] minimax rational on [-7.9053, 7.9053] of Eigen's generic_fast_tanh_float: beyond
+// ±7.9053 float tanh is ±1 within half an ulp, so the input is clamped there. Measured against glibc's
+// tanhf on a 1e-4 grid over [-12, 12]: at most 6 ulp, 3.6e-7 absolute (tests/ops/test_fast_math.cpp).
 #pragma once
 
 #include <bit>
