@@ -42,6 +42,13 @@ bool own_rows_only(const Tensor& got, const Tensor& want, int rank, int n, doubl
   return true;
 }
 
+/// Elements of t that are NaN or ±inf.
+int64_t count_non_finite(const Tensor& t) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) n += !std::isfinite(t.at(i));
+  return n;
+}
+
 /// sum − want is the same vector in every row of the last dim (a bias added once per rank).
 bool rows_differ_by_one_vector(const Tensor& sum, const Tensor& want, double rtol, double atol) {
   const int64_t h = want.size(-1), rows = want.numel() / h;
@@ -127,6 +134,12 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
   }
   if (all_zero(got) && !all_zero(want))
     return "all zeros: the result never reached the returned tensor (a stale or unwritten buffer?)";
+  if (const int64_t nan = count_non_finite(got); nan > 0 && count_non_finite(want) == 0)
+    return fmt::format(
+        "{} of {} values are NaN or inf: ./check fills every fresh output with NaN until it is written, so a "
+        "buffer read before it was written — e.g. an async collective's output read before its wait() — "
+        "shows as NaN (or the computation overflowed)",
+        nan, got.numel());
   if (dg.passes > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(dg.passes)), rtol, atol)) {
     const std::string assigned = fmt::format(
         "the result of ONE backward pass where {} ran: a gradient must be accumulated (+=) into its buffer, "
