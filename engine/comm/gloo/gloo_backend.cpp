@@ -9,27 +9,103 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 #include <signal.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
 
 #include "engine/comm/comm_error.h"
 #include "engine/comm/gloo/ring_reduce_scatter.h"
 
 namespace tpsp::comm {
 
+namespace {
+
+/// Gloo's tcp device has one thread that waits in epoll_wait for up to 10 ms at a time, and a pair that
+/// stops listening (each pair, once, as it connects) or closes waits for that thread's next round
+/// (Loop::unregisterDescriptor). With nothing else to wake it a round lasts the full 10 ms, so connecting
+/// a group costs up to 10 ms per pair, one pair after the other, and closing it as much again. While a
+/// LoopTicker is held, a timerfd registered with the loop wakes it every millisecond and those waits end
+/// within a millisecond; the rest of the time the loop sleeps as before. Without a tcp
+/// device or a timerfd it does nothing (the waits are then Gloo's own).
+class LoopTicker final : public gloo::transport::tcp::Handler {
+ public:
+  explicit LoopTicker(const std::shared_ptr<gloo::transport::Device>& device)
+      : device_(std::dynamic_pointer_cast<gloo::transport::tcp::Device>(device)) {
+    if (!device_) return;
+    fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd_ < 0) return;
+    try {
+      device_->registerDescriptor(fd_, EPOLLIN, this);
+    } catch (...) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~LoopTicker() override {
+    if (fd_ < 0) return;
+    set(true);  // unregistering waits for a round of the loop too
+    try {
+      device_->unregisterDescriptor(fd_, this);
+    } catch (...) {  // the loop is gone with the process; nothing to undo
+    }
+    ::close(fd_);
+  }
+  LoopTicker(const LoopTicker&) = delete;
+  LoopTicker& operator=(const LoopTicker&) = delete;
+
+  /// Runs on the loop's thread: consumes the expirations, so that the next one wakes it again.
+  void handleEvents(int /*events*/) override {
+    uint64_t expirations = 0;
+    [[maybe_unused]] const ssize_t n = ::read(fd_, &expirations, sizeof expirations);
+  }
+
+  /// Ticks from now until the returned holder is destroyed (holders nest and may overlap).
+  [[nodiscard]] std::shared_ptr<void> hold() {
+    if (fd_ < 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (holders_++ == 0) set(true);
+    return std::shared_ptr<void>(nullptr, [this](void*) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--holders_ == 0) set(false);
+    });
+  }
+
+ private:
+  void set(bool on) {
+    itimerspec spec{};
+    if (on) spec.it_value.tv_nsec = spec.it_interval.tv_nsec = 1'000'000;
+    ::timerfd_settime(fd_, 0, &spec, nullptr);
+  }
+
+  std::shared_ptr<gloo::transport::tcp::Device> device_;
+  int fd_ = -1;
+  std::mutex mu_;
+  int holders_ = 0;
+};
+
+}  // namespace
+
 struct GlooBackend::Shared {
+  Shared(std::shared_ptr<gloo::rendezvous::Store> s, std::shared_ptr<gloo::transport::Device> d)
+      : store(std::move(s)), device(std::move(d)), ticker(device) {}
   std::shared_ptr<gloo::rendezvous::Store> store;
   std::shared_ptr<gloo::transport::Device> device;
+  LoopTicker ticker;  // declared after the device: unregistered from its loop before the device goes
 };
 
 namespace {
 
 /// Slot of point-to-point messages; Gloo's collectives use prefixes 0x01..0x08, the ring 0x30.
 constexpr uint8_t kP2PSlotPrefix = 0x31;
+/// Tag of the barrier that ends a group's rendezvous (the ProcessGroup's tags are below 2^21).
+constexpr uint32_t kConnectedBarrierTag = 1u << 21;
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
@@ -63,12 +139,23 @@ void translated(F&& f) {
 
 std::shared_ptr<gloo::Context> connect(int rank, int size, const std::string& key,
                                        gloo::rendezvous::Store& store,
-                                       std::shared_ptr<gloo::transport::Device> device,
+                                       std::shared_ptr<gloo::transport::Device> device, LoopTicker& ticker,
                                        std::chrono::milliseconds timeout) {
+  const auto ticking = ticker.hold();
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
   ctx->setTimeout(timeout);
   gloo::rendezvous::PrefixStore prefixed(key, store);
   ctx->connectFullMesh(prefixed, device);
+  if (size > 1) {
+    // Gloo's connect returns on a pair's connecting side once the kernel has accepted the connection,
+    // before the peer's event loop has taken it: a rank that went on, finished its work and exited could
+    // close a pair its peer is still setting up (the peer then fails with "connection closed by peer").
+    // After this barrier every member has finished connecting. Its tag is above any ProcessGroup tag.
+    gloo::BarrierOptions opts(ctx);
+    opts.setTag(kConnectedBarrierTag);
+    opts.setTimeout(timeout);
+    gloo::barrier(opts);
+  }
   return ctx;
 }
 
@@ -102,14 +189,15 @@ std::unique_ptr<GlooBackend> GlooBackend::connect_world(int rank, int size,
   // Gloo can report the error. Ignore it (as Python, hence PyTorch, does) unless someone handles it.
   struct sigaction old {};
   if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
-  auto shared = std::make_shared<Shared>(Shared{std::move(store), std::move(device)});
+  auto shared = std::make_shared<Shared>(std::move(store), std::move(device));
   const std::string key = key_prefix + ".world";
   const std::string what = "rank " + std::to_string(rank) + ": rendezvous of the world group (" +
                            std::to_string(size) + " ranks, store key '" + key +
                            "') failed (did every rank start, with the same store?): ";
   std::shared_ptr<gloo::Context> ctx;
   try {
-    translated([&] { ctx = connect(rank, size, key, *shared->store, shared->device, timeout); });
+    translated(
+        [&] { ctx = connect(rank, size, key, *shared->store, shared->device, shared->ticker, timeout); });
   } catch (const CommTimeoutError& e) {
     throw CommTimeoutError(what + e.what());
   } catch (const CommError& e) {
@@ -120,6 +208,11 @@ std::unique_ptr<GlooBackend> GlooBackend::connect_world(int rank, int size,
 
 GlooBackend::GlooBackend(std::shared_ptr<gloo::Context> context, std::shared_ptr<Shared> shared)
     : context_(std::move(context)), shared_(std::move(shared)) {}
+
+GlooBackend::~GlooBackend() {
+  const auto ticking = shared_->ticker.hold();  // each pair's close waits for a round of the loop
+  context_.reset();
+}
 
 void GlooBackend::all_reduce(float* buf, std::size_t count, ReduceOp op, const TransportCall& c) {
   translated([&] {
@@ -206,13 +299,15 @@ std::unique_ptr<Backend> GlooBackend::new_group(const std::vector<int>& members,
   const int my_index = static_cast<int>(it - members.begin());
   std::shared_ptr<gloo::Context> ctx;
   translated([&] {
-    ctx = connect(my_index, static_cast<int>(members.size()), key, *shared_->store, shared_->device, timeout);
+    ctx = connect(my_index, static_cast<int>(members.size()), key, *shared_->store, shared_->device,
+                  shared_->ticker, timeout);
   });
   return std::unique_ptr<Backend>(new GlooBackend(std::move(ctx), shared_));
 }
 
 void GlooBackend::abort() noexcept {
   try {
+    const auto ticking = shared_->ticker.hold();
     context_->closeConnections();
   } catch (...) {  // closing is best effort: the group is already marked dead
   }

@@ -28,6 +28,8 @@ class GlooBackend final : public Backend {
                                                     const std::string& key_prefix,
                                                     std::chrono::milliseconds timeout);
 
+  ~GlooBackend() override;
+
   const char* name() const override { return "gloo"; }
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
