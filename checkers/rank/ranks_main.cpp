@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "checkers/rank/where.h"
 #include "checkers/run_context.h"
@@ -41,6 +43,15 @@ json call_json(const comm::CommRecord& r, const std::string& phase) {
           {"waited", r.waited},
           {"peer", r.peer},
           {"reduce", comm::reduce_op_name(r.reduce)}};
+}
+
+/// Keeps a communication group open until the process ends. Closing Gloo's pairs one by one waits for
+/// a round of its event loop per pair (tens of milliseconds per run, for nothing: when the process
+/// exits the kernel closes the sockets). Nothing else changes: the results are written and main
+/// returns as before, so the exit handlers still run and a crash in one still fails the run.
+void keep_open_until_exit(std::shared_ptr<void> group) {
+  static auto* kept = new std::vector<std::shared_ptr<void>>;  // never destroyed, on purpose
+  kept->push_back(std::move(group));
 }
 
 }  // namespace
@@ -73,12 +84,15 @@ int main(int argc, char** argv) {
   std::string dir;
   try {
     auto world = comm::init_from_env();
+    keep_open_until_exit(world);
     trace::install(world->recorder_ptr());  // compute spans beside the communication records
     rank = world->rank();
     checkers::set_where_rank(rank);
     dir = out_dir + "/rank" + std::to_string(rank);
     std::filesystem::create_directories(dir);
-    ParallelState ps(world, tp_size > 0 ? tp_size : world->size());
+    auto state = std::make_shared<ParallelState>(world, tp_size > 0 ? tp_size : world->size());
+    keep_open_until_exit(state);
+    ParallelState& ps = *state;
     const auto it = checkers::all_runs().find(id);
     if (it == checkers::all_runs().end()) throw std::invalid_argument("unknown scenario '" + id + "'");
     checkers::RunContext ctx;
