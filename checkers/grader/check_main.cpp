@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,8 +30,9 @@
 #include "checkers/grader/report.h"
 #include "checkers/scenario.h"
 #include "engine/io/npy.h"
-
-extern char** environ;
+#include "tools/tpsp_run/env.h"
+#include "tools/tpsp_run/launcher.h"
+#include "tools/tpsp_run/report.h"
 
 namespace fs = std::filesystem;
 using namespace tpsp::checkers;
@@ -148,29 +149,59 @@ void on_interrupt(int) {
   g_interrupted = 1;
 }
 
-/// Runs argv (with `env` added to the environment), output to `log_path`; returns its exit status
-/// (128+signal when killed). posix_spawn, not system(): system() ignores SIGINT in the caller, and a
-/// rank's own exit status 130 must not look like the user's Ctrl-C.
-int run_logged(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-               const std::string& log_path) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<char*> args, envp;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  pid_t pid = 0;
-  const int err = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) return 127;
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return 127;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+/// Runs the `world` ranks of one run as processes and returns the launcher's exit code (0, a failed
+/// rank's code or 128+signal, 124 past the budget, 1 when a rank could not be started, 128+signal when
+/// the launcher was interrupted): what `tpsp-run -n <world> --timeout <budget> --tail 12 -- argv` did,
+/// with tpsp-run's own code (tools/tpsp_run: run_job, the environment, the summary) in a forked child
+/// instead of an executed one, which saves an exec and a dynamic link per run and keeps everything else:
+/// the launcher is its own process, forwards a Ctrl-C to the ranks and ends with the job, while ./check
+/// sees the Ctrl-C itself (a rank that exits 130 is just a failed run). Each rank gets RANK, WORLD_SIZE,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR=`store` (a fresh directory, removed after the run),
+/// OPENBLAS_NUM_THREADS (unless set) and `env`; reads /dev/null; runs in its own process group; past the
+/// budget it gets SIGTERM (it prints where it was), then SIGKILL. Its output lines and the launcher's
+/// summary go to `log_path`.
+int run_ranks(const std::vector<std::string>& argv, int world, double budget,
+              const std::vector<std::string>& env, const std::string& store, const std::string& log_path) {
+  namespace run = tpsp::run;
+  run::JobSpec spec;
+  spec.argv = argv;
+  spec.timeout_s = budget;
+  spec.tail_lines = 12;
+  spec.stdin_from_null = true;
+  std::map<std::string, std::string> set;
+  for (const std::string& e : env) set[e.substr(0, e.find('='))] = e.substr(e.find('=') + 1);
+  set["TPSP_STORE_DIR"] = store;
+  set["WORLD_SIZE"] = set["LOCAL_WORLD_SIZE"] = std::to_string(world);
+  if (!run::env_nonempty("OPENBLAS_NUM_THREADS"))
+    set["OPENBLAS_NUM_THREADS"] = std::to_string(run::default_blas_threads(run::usable_cpus(), world));
+  std::vector<int> ranks;
+  for (int r = 0; r < world; ++r) {
+    set["RANK"] = set["LOCAL_RANK"] = std::to_string(r);
+    spec.ranks.push_back({r, run::build_environment(set, {})});
+    ranks.push_back(r);
+  }
+  std::error_code ec;
+  if (!fs::create_directory(store, ec)) return 1;
+  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log < 0) return 1;
+  std::fflush(nullptr);  // the child must not inherit unwritten output
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // the launcher: runs the job, writes its summary, ends without ./check's exit handlers
+    run::LineRelay relay(ranks, spec.tail_lines, log, log);
+    const run::JobOutcome outcome = run::run_job(spec, relay);
+    run::write_all(log, run::format_summary(outcome, relay, spec.timeout_s, false));
+    ::_exit(run::exit_code(outcome));
+  }
+  ::close(log);
+  int code = 1;
+  if (pid > 0) {
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  fs::remove_all(store, ec);
+  return code;
 }
 
 std::string read_file(const std::string& path) {
@@ -212,6 +243,16 @@ class ExpectedCache {
   uint64_t seed_;
   std::map<std::tuple<std::string, int, bool>, ExpectedOutputs> cache_;
 };
+
+/// Where the runs' files go. Each run creates a few dozen small files (the rendezvous keys, every rank's
+/// dumps, the launcher's log) and deletes them soon after; on a disk file system creating them is most
+/// of the kernel's work in a check, so they go to memory (/dev/shm, a tmpfs) when it can be written.
+/// --verbose keeps the files for reading later, so they go to $TMPDIR (else /tmp) as before.
+std::string scratch_base(bool keep) {
+  if (!keep && ::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+  const char* tmpdir = std::getenv("TMPDIR");
+  return tmpdir && *tmpdir ? tmpdir : "/tmp";
+}
 
 /// Writes the expected whole tensors of a run as .npy beside the ranks' dumps (--verbose).
 void write_expected(const ExpectedOutputs& want, const std::string& dir) {
@@ -262,8 +303,14 @@ int main(int argc, char** argv) {
     }
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
-  char tmpl[] = "/tmp/tpsp-check-XXXXXX";
-  const std::string work = mkdtemp(tmpl);
+  const std::string scratch = scratch_base(o.verbose);
+  std::string tmpl = scratch + "/tpsp-check-XXXXXX";
+  if (!mkdtemp(tmpl.data())) {
+    std::fprintf(stderr, "./check: cannot create a directory in %s: %s\n", scratch.c_str(),
+                 std::strerror(errno));
+    return kUsage;
+  }
+  const std::string work = tmpl;
   ExpectedCache expected(o.seed);
   for (const std::string& lab : o.labs) {
     const std::string bin = !o.binary.empty() ? o.binary
@@ -274,6 +321,11 @@ int main(int argc, char** argv) {
       if (sc.lab != lab || (!o.only.empty() && sc.name != o.only)) continue;
       for (const Layout& layout : layouts(sc, o))
         for (const bool sp : sp_settings(sc, layout)) {
+          if (g_interrupted) {  // Ctrl-C while the previous run was graded
+            std::printf("\ninterrupted\n");
+            fs::remove_all(work);
+            return 130;
+          }
           const auto t0 = std::chrono::steady_clock::now();
           const std::string dir =
               fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp);
@@ -281,14 +333,12 @@ int main(int argc, char** argv) {
           // The run's budget; a collective waits longer than that, so a stuck run is stopped by the
           // launcher, whose SIGTERM makes every rank print where it was (checkers/rank/where.h).
           const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
-          const std::string budget_s = fmt::format("{}", budget);
-          const int code =
-              run_logged({bin_dir + "/tpsp-run", "-n", std::to_string(layout.world()), "--timeout", budget_s,
-                          "--tail", "12", "--", bin, "--scenario", sc.id(), "--tp", std::to_string(layout.tp),
-                          "--sp", sp ? "1" : "0", "--seed", std::to_string(o.seed), "--out", dir},
-                         {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1",
-                          "TPSP_POISON_EMPTY=1"},
-                         dir + "/launcher.log");
+          const int code = run_ranks({bin, "--scenario", sc.id(), "--tp", std::to_string(layout.tp), "--sp",
+                                      sp ? "1" : "0", "--seed", std::to_string(o.seed), "--out", dir},
+                                     layout.world(), budget,
+                                     {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10),
+                                      "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},
+                                     dir + "/store", dir + "/launcher.log");
           if (g_interrupted) {  // Ctrl-C: stop checking, do not grade
             std::printf("\ninterrupted\n");
             fs::remove_all(work);
