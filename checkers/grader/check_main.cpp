@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "checkers/grader/grade.h"
@@ -254,6 +256,26 @@ std::string scratch_base(bool keep) {
   return tmpdir && *tmpdir ? tmpdir : "/tmp";
 }
 
+/// Removes what checks that were killed (SIGKILL, a ctest timeout) left in memory: the directories
+/// "tpsp-check-<pid>-*" of `base` whose process is gone and that belong to this user. Memory is not
+/// freed until they are removed; a directory named after a live process is left alone.
+void remove_abandoned_scratch(const std::string& base) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(base, ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view prefix = "tpsp-check-";
+    if (name.rfind(prefix, 0) != 0) continue;
+    pid_t pid = 0;
+    const char* first = name.data() + prefix.size();
+    const auto [end, err] = std::from_chars(first, name.data() + name.size(), pid);
+    struct stat st {};
+    if (err != std::errc() || end == first || *end != '-' || pid <= 0) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to tell
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
 /// Writes the expected whole tensors of a run as .npy beside the ranks' dumps (--verbose).
 void write_expected(const ExpectedOutputs& want, const std::string& dir) {
   fs::create_directories(dir);
@@ -304,7 +326,8 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   const std::string scratch = scratch_base(o.verbose);
-  std::string tmpl = scratch + "/tpsp-check-XXXXXX";
+  if (!o.verbose) remove_abandoned_scratch(scratch);
+  std::string tmpl = fmt::format("{}/tpsp-check-{}-XXXXXX", scratch, ::getpid());
   if (!mkdtemp(tmpl.data())) {
     std::fprintf(stderr, "./check: cannot create a directory in %s: %s\n", scratch.c_str(),
                  std::strerror(errno));
