@@ -99,7 +99,7 @@ void communication_table(std::string& out, const std::vector<model::CollectiveCa
     out += "  none (tp=1)\n";
     return;
   }
-  out += fmt::format("  {:<15}{:<16}{:>6}{:>14}{:>16}{:>12}\n", "phase", "collective", "calls", "S (sum)",
+  out += fmt::format("  {:<15}{:<16}{:>6}{:>14}{:>16}{:>12}\n", "phase", "collective", "calls", "tensors S",
                      "sent per rank", "ring time");
   for (const model::CollectiveTotal& t : model::totals_by_collective(calls))
     out += fmt::format("  {:<15}{:<16}{:>6}{:>14}{:>16}{:>12}\n", t.phase, comm::op_name(t.op), t.calls,
@@ -208,6 +208,10 @@ std::string report_table(const Question& q) {
   out += fmt::format("Communication of one layer per rank, one forward and backward (SP {}; ring model)\n",
                      c.sequence_parallel ? "on" : "off");
   communication_table(out, model::layer_collectives(c, q.link));
+  out +=
+      "  (S: the tensor a call moves, all_gather's output; sent: ring bytes, 2(n-1)/n S for all_reduce,\n"
+      "   (n-1)/n S for all_gather and reduce_scatter; time: steps x latency + sent / bandwidth, calls in\n"
+      "   sequence, no overlap)\n";
   out += fmt::format(
       "\nCommunication of one training step per rank ({} layers, embedding, output layer, cross entropy{})\n",
       c.gpt.layers, c.sequence_parallel ? ", the sequence-parallel gradient sum" : "");
