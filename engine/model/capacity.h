@@ -36,6 +36,7 @@ struct CapacityConfig {
 };
 
 /// Bytes of one whole [s, b, h] activation in cfg.dtype (seed §6: bf16 [4096, 1, 8192] = 64 MiB).
+/// These two do not validate (call validate() first for sizes from a user).
 uint64_t sbh_bytes(const CapacityConfig& cfg);
 /// Bytes of a rank's share of one [s, b, h] activation: [s/tp, b, h] under SP, else the whole.
 uint64_t sbh_bytes_per_rank(const CapacityConfig& cfg);
@@ -49,6 +50,7 @@ struct ParameterBytes {
   uint64_t output = 0;     ///< final LayerNorm 2h (+ the output layer [V_padded/tp, h] when untied)
   uint64_t total = 0;      ///< layers · per_layer + embedding + output
 };
+/// Throws ShapeError as validate() does.
 ParameterBytes parameter_bytes(const CapacityConfig& cfg);
 
 /// What one TransformerLayer keeps for backward on one rank after forward, tensor by tensor, counted
@@ -69,6 +71,7 @@ struct ActivationBytes {
            gelu = 0;
   uint64_t total() const;
 };
+/// Throws ShapeError as validate() does.
 ActivationBytes activation_bytes_per_layer(const CapacityConfig& cfg);
 
 /// One collective call as this engine issues it on one rank of the TP group.
@@ -86,6 +89,7 @@ struct CollectiveCall {
 /// qkv.f); with SP forward 2 all_gather + 2 reduce_scatter of [s, b, h] (the same wire bytes) and
 /// backward 2 all_gather + 2 reduce_scatter + 2 all_gather that re-gather the QKV and fc1 inputs
 /// for the weight gradients (Megatron's LinearWithGradAccumulationAndAsyncCommunication). None at tp=1.
+/// Throws ShapeError as validate() does.
 std::vector<CollectiveCall> layer_collectives(const CapacityConfig& cfg, const comm::LinkModel& link,
                                               int64_t index = 0);
 
@@ -95,7 +99,7 @@ std::vector<CollectiveCall> layer_collectives(const CapacityConfig& cfg, const c
 /// (backward all_reduce; under SP all_gather forward, reduce_scatter + wgrad all_gather backward),
 /// vocab-parallel cross entropy (3 all_reduce of [s·b] f32; sum_exp [s·b, 2] with label smoothing)
 /// and, under SP, one all_reduce of the sequence-parallel gradients (f32: 6h per layer, the final
-/// LayerNorm 2h, the position table s·h). None at tp=1.
+/// LayerNorm 2h, the position table s·h). None at tp=1. Throws ShapeError as validate() does.
 std::vector<CollectiveCall> step_collectives(const CapacityConfig& cfg, const comm::LinkModel& link);
 
 /// Sums over calls, grouped by (phase, op).
