@@ -93,24 +93,40 @@ void expect_same_calls(const std::vector<std::string>& got, const std::vector<st
   expect(got == want, what + ": recorded" + join(got) + "\nmodelled" + join(want));
 }
 
-/// One ParallelGPT step at `tp` (+SP): parameters, saved activations and every collective against
-/// the formulas.
-void check_gpt_step(int tp, bool sp) {
-  auto fn = [tp, sp](int) {
-    const model::CapacityConfig cap = small(tp, sp);
+/// Parameter bytes of a ParallelGPT's shards on this rank: the whole model and layer 0.
+std::pair<uint64_t, uint64_t> shard_bytes(model::ParallelGPT& gpt) {
+  uint64_t total = 0, layer0 = 0;
+  for (const auto& [name, p] : gpt.params()) {
+    total += p.nbytes();
+    if (name.rfind("decoder.layers.0.", 0) == 0) layer0 += p.nbytes();
+  }
+  return {total, layer0};
+}
+
+/// One ParallelGPT step at `tp` (+SP; optionally an untied output layer and label smoothing, which
+/// widens the Σexp all-reduce): parameters (f32, and bf16 for a second model built beside it), saved
+/// activations and every collective against the formulas.
+void check_gpt_step(int tp, bool sp, bool untied_smoothed = false) {
+  auto fn = [tp, sp, untied_smoothed](int) {
+    model::CapacityConfig cap = small(tp, sp);
+    if (untied_smoothed) {
+      cap.gpt.tied = false;
+      cap.gpt.label_smoothing = 0.1f;
+    }
     ParallelState ps(comm::init_from_env(), tp);
     model::ParallelGPT gpt(cap.gpt, 3, ps, {.sequence_parallel = sp});
     TokenBatch ids, targets;
     make_batch(cap.batch, cap.gpt.seq, cap.gpt.vocab, 0, ids, targets);
 
     const model::ParameterBytes pb = model::parameter_bytes(cap);
-    uint64_t total = 0, layer0 = 0;
-    for (const auto& [name, p] : gpt.params()) {
-      total += p.nbytes();
-      if (name.rfind("decoder.layers.0.", 0) == 0) layer0 += p.nbytes();
+    expect_eq(shard_bytes(gpt).first, pb.total, "parameter bytes of the model on one rank");
+    expect_eq(shard_bytes(gpt).second, pb.per_layer, "parameter bytes of layer 0 on one rank");
+    {  // bf16 parameters (the constructor communicates nothing)
+      model::CapacityConfig cap16 = cap;
+      cap16.dtype = DType::bf16;
+      model::ParallelGPT gpt16(cap.gpt, 3, ps, {.sequence_parallel = sp, .param_dtype = DType::bf16});
+      expect_eq(shard_bytes(gpt16).first, model::parameter_bytes(cap16).total, "bf16 parameter bytes");
     }
-    expect_eq(total, pb.total, "parameter bytes of the model on one rank");
-    expect_eq(layer0, pb.per_layer, "parameter bytes of layer 0 on one rank");
 
     comm::Recorder& rec = ps.world().recorder();
     rec.clear();
@@ -275,6 +291,9 @@ TEST_CASE("the formulas equal a ParallelGPT step at tp=3 with SP (vocabulary pad
 }
 TEST_CASE("the formulas equal a ParallelGPT step at tp=4 without SP") {
   check_gpt_step(4, false);
+}
+TEST_CASE("the formulas equal a ParallelGPT step at tp=2 with SP, untied output, label smoothing") {
+  check_gpt_step(2, true, true);
 }
 TEST_CASE("the bf16 formulas equal a bf16 TransformerLayer at tp=2 without SP") {
   check_bf16_layer(2, false);
