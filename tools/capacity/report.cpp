@@ -82,7 +82,7 @@ std::pair<uint64_t, double> sums(const std::vector<model::CollectiveCall>& calls
 }
 
 std::string human_seconds(double s) {
-  if (s == 0) return "0";
+  if (s == 0) return "-";  // link off
   if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
   if (s < 1) return fmt::format("{:.2f} ms", s * 1e3);
   return fmt::format("{:.2f} s", s);
