@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench release format clean
+.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench docs release format clean
 
 all: build
 
@@ -47,6 +47,14 @@ bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target bench_mlp_step bench_gpt_step bench_collectives -- --no-print-directory
 	/usr/bin/python3 bench/run_bench.py --build $(BUILD) $(BENCH_ARGS)
+
+## make docs: build tpsp-capacity and draw lesson 03's figures from its numbers (activation memory per
+## rank and one layer's communication bytes against tp, SP on and off) into docs/lessons/figures/
+## (tools/plot_capacity.py; needs /usr/bin/python3 with python3-matplotlib).
+docs: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target tpsp-capacity -- --no-print-directory
+	/usr/bin/python3 tools/plot_capacity.py $(BUILD)/bin/tpsp-capacity docs/lessons/figures
 
 ## make labNN: build your code for lab NN (labs/labNN_*/) into the checker; then run ./check labNN
 ## (./check rebuilds by itself). make labs: every lab of the registry labs/labs.json.

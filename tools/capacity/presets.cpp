@@ -1,0 +1,54 @@
+#include "tools/capacity/presets.h"
+
+#include "engine/error.h"
+
+namespace tpsp::capacity {
+
+namespace {
+
+model::CapacityConfig sizes(int64_t hidden, int64_t ffn, int64_t heads, int64_t layers, int64_t vocab,
+                            int64_t seq, int64_t batch, bool tied) {
+  model::CapacityConfig c;
+  c.gpt.hidden = hidden;
+  c.gpt.ffn = ffn;
+  c.gpt.heads = heads;
+  c.gpt.layers = layers;
+  c.gpt.vocab = vocab;
+  c.gpt.seq = seq;
+  c.gpt.tied = tied;
+  c.batch = batch;
+  return c;
+}
+
+}  // namespace
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> all = {
+      {"llama-70b",
+       "Llama-2-70B's sizes (Touvron et al. 2023; the seed's section 6: h=8192, ffn=28672, 64 heads, "
+       "s=4096, b=1) in this engine's GPT-2 layer: multi-head attention, a GELU MLP, LayerNorm, biases, "
+       "a learned position table. Llama itself has grouped-query attention (8 KV heads), SwiGLU (three "
+       "FFN matrices) and RMSNorm, so its own parameter count differs",
+       sizes(8192, 28672, 64, 80, 32000, 4096, 1, false)},
+      {"gpt3-175b",
+       "GPT-3 175B (Brown et al. 2020; Korthikanti et al. 2022 Table 3: h=12288, 96 heads, 96 layers, "
+       "s=2048, b=1)",
+       sizes(12288, 4 * 12288, 96, 96, 50257, 2048, 1, true)},
+      {"gpt2", "GPT-2 small (Radford et al. 2019: h=768, 12 heads, 12 layers, s=1024)",
+       sizes(768, 3072, 12, 12, 50257, 1024, 1, true)},
+      {"demo", "the model `make demo` trains (tpsp-train's defaults: byte-level, h=64, 4 heads, s=64, b=8)",
+       sizes(64, 256, 4, 2, 256, 64, 8, true)},
+  };
+  return all;
+}
+
+const Preset& find_preset(const std::string& name) {
+  std::string known;
+  for (const Preset& p : presets()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw ShapeError(detail::cat("--model ", name, " is not a preset (known: ", known, ")"));
+}
+
+}  // namespace tpsp::capacity
