@@ -3,11 +3,9 @@
 // single-process answer from reference/ in this process, which links no learner code and no
 // lab-owned engine code. The last line is "N passed, N failed"; the exit status is 0 when every run
 // passed, 1 otherwise, 2 for a usage error.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -29,12 +27,10 @@
 #include <tuple>
 
 #include "checkers/grader/grade.h"
+#include "checkers/grader/launch.h"
 #include "checkers/grader/report.h"
 #include "checkers/scenario.h"
 #include "engine/io/npy.h"
-#include "tools/tpsp_run/env.h"
-#include "tools/tpsp_run/launcher.h"
-#include "tools/tpsp_run/report.h"
 
 namespace fs = std::filesystem;
 using namespace tpsp::checkers;
@@ -151,66 +147,6 @@ void on_interrupt(int) {
   g_interrupted = 1;
 }
 
-/// Runs the `world` ranks of one run as processes and returns the launcher's exit code (0, a failed
-/// rank's code or 128+signal, 124 past the budget, 1 when a rank could not be started, 128+signal when
-/// the launcher was interrupted): what `tpsp-run -n <world> --timeout <budget> --tail 12 -- argv` did,
-/// with tpsp-run's own code (tools/tpsp_run: run_job, the environment, the summary) in a forked child
-/// instead of an executed one, which saves an exec and a dynamic link per run and keeps everything else:
-/// the launcher is its own process, forwards a Ctrl-C to the ranks and ends with the job, while ./check
-/// sees the Ctrl-C itself (a rank that exits 130 is just a failed run). Each rank gets RANK, WORLD_SIZE,
-/// LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR=`store` (a fresh directory, removed after the run),
-/// OPENBLAS_NUM_THREADS (unless set) and `env`; reads /dev/null; runs in its own process group; past the
-/// budget it gets SIGTERM (it prints where it was), then SIGKILL. Its output lines and the launcher's
-/// summary go to `log_path`.
-int run_ranks(const std::vector<std::string>& argv, int world, double budget,
-              const std::vector<std::string>& env, const std::string& store, const std::string& log_path) {
-  namespace run = tpsp::run;
-  run::JobSpec spec;
-  spec.argv = argv;
-  spec.timeout_s = budget;
-  spec.tail_lines = 12;
-  spec.stdin_from_null = true;
-  std::map<std::string, std::string> set;
-  for (const std::string& e : env) set[e.substr(0, e.find('='))] = e.substr(e.find('=') + 1);
-  set["TPSP_STORE_DIR"] = store;
-  set["WORLD_SIZE"] = set["LOCAL_WORLD_SIZE"] = std::to_string(world);
-  if (!run::env_nonempty("OPENBLAS_NUM_THREADS"))
-    set["OPENBLAS_NUM_THREADS"] = std::to_string(run::default_blas_threads(run::usable_cpus(), world));
-  std::vector<int> ranks;
-  for (int r = 0; r < world; ++r) {
-    set["RANK"] = set["LOCAL_RANK"] = std::to_string(r);
-    spec.ranks.push_back({r, run::build_environment(set, {})});
-    ranks.push_back(r);
-  }
-  std::error_code ec;
-  if (!fs::create_directory(store, ec)) return 1;
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log < 0) return 1;
-  std::fflush(nullptr);  // the child must not inherit unwritten output
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // the launcher: runs the job, writes its summary, ends without ./check's exit handlers
-    run::LineRelay relay(ranks, spec.tail_lines, log, log);
-    const run::JobOutcome outcome = run::run_job(spec, relay);
-    run::write_all(log, run::format_summary(outcome, relay, spec.timeout_s, false));
-    ::_exit(run::exit_code(outcome));
-  }
-  ::close(log);
-  int code = 1;
-  if (pid > 0) {
-    int st = 0;
-    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-  fs::remove_all(store, ec);
-  return code;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 /// The layouts a scenario runs in: each selected tp, then dp=2 × tp=2.
 std::vector<Layout> layouts(const Scenario& sc, const Options& o) {
   std::vector<Layout> out;
@@ -282,6 +218,36 @@ void write_expected(const ExpectedOutputs& want, const std::string& dir) {
   for (const auto& [name, e] : want) tpsp::io::save_npy(dir + "/" + name + ".npy", e.whole);
 }
 
+/// Ctrl-C (or SIGTERM) reached ./check: says so, removes the scratch files, returns 130.
+int interrupted(const std::string& work) {
+  std::printf("\ninterrupted\n");
+  fs::remove_all(work);
+  return 130;
+}
+
+/// Runs `plan` in batches of the runs that share a layout and an SP setting (launch_runs, under
+/// WORK/batch-dp<d>-tp<t>-sp<s>/) and returns, per run, whether its batch ended ok on every rank (its
+/// dumps are then there to grade). A batch of one is left to be run on its own. Stops early after a
+/// Ctrl-C (g_interrupted).
+std::vector<bool> run_batches(const std::string& bin, const std::vector<PlannedRun>& plan, uint64_t seed,
+                              const std::string& work) {
+  std::map<std::tuple<int, int, bool>, std::vector<std::size_t>> batches;
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    batches[{plan[i].layout.dp, plan[i].layout.tp, plan[i].sp}].push_back(i);
+  std::vector<bool> ok(plan.size(), false);
+  for (const auto& [key, members] : batches) {
+    if (members.size() < 2 || g_interrupted) continue;
+    std::vector<const PlannedRun*> runs;
+    for (std::size_t i : members) runs.push_back(&plan[i]);
+    const auto& [dp, tp, sp] = key;
+    const std::string scratch = fmt::format("{}/batch-dp{}-tp{}-sp{}", work, dp, tp, sp);
+    fs::create_directories(scratch);
+    if (launch_runs(bin, runs, seed, batch_budget(runs), scratch) == 0)
+      for (std::size_t i : members) ok[i] = true;
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -340,46 +306,54 @@ int main(int argc, char** argv) {
                             : o.solution      ? bin_dir + "/tpsp-lab-ranks"
                                               : bin_dir + "/tpsp-lab-ranks-" + lab;
     if (!report.begin_lab(lab, bin)) continue;
+    std::vector<PlannedRun> plan;
     for (const Scenario& sc : all_scenarios()) {
       if (sc.lab != lab || (!o.only.empty() && sc.name != o.only)) continue;
       for (const Layout& layout : layouts(sc, o))
-        for (const bool sp : sp_settings(sc, layout)) {
-          if (g_interrupted) {  // Ctrl-C while the previous run was graded
-            std::printf("\ninterrupted\n");
-            fs::remove_all(work);
-            return 130;
-          }
-          const auto t0 = std::chrono::steady_clock::now();
-          const std::string dir =
-              fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp);
-          fs::create_directories(dir);
-          // The run's budget; a collective waits longer than that, so a stuck run is stopped by the
-          // launcher, whose SIGTERM makes every rank print where it was (checkers/rank/where.h).
-          const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
-          const int code = run_ranks({bin, "--scenario", sc.id(), "--tp", std::to_string(layout.tp), "--sp",
-                                      sp ? "1" : "0", "--seed", std::to_string(o.seed), "--out", dir},
-                                     layout.world(), budget,
-                                     {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10),
-                                      "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},
-                                     dir + "/store", dir + "/launcher.log");
-          if (g_interrupted) {  // Ctrl-C: stop checking, do not grade
-            std::printf("\ninterrupted\n");
-            fs::remove_all(work);
-            return 130;
-          }
-          const ExpectedOutputs& want = expected.get(sc, layout.tp, sp);
-          GradeResult g = grade(sc, layout, sp, want, {dir, code, read_file(dir + "/launcher.log")});
-          if (code == 124)
-            g.problems.push_back(fmt::format(
-                "the run was stopped after its budget of {} s (the engine's solution needs about 0.1 s): an "
-                "endless loop, or ranks waiting for a call their peers never make; the launcher's lines "
-                "above "
-                "show where each rank was",
-                budget));
-          if (o.verbose) write_expected(want, dir + "/expected");
-          g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          report.add(g, dir);
+        for (const bool sp : sp_settings(sc, layout))
+          plan.push_back(
+              {&sc, layout, sp,
+               fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp)});
+    }
+    for (const PlannedRun& r : plan) fs::create_directories(r.dir);
+    // First the runs that share a layout and an SP setting, in one launch each (a process start and a
+    // group set-up per run saved). Only a batch whose every rank ended ok counts, and only for its runs
+    // that then pass: every other run is run again on its own below, so a verdict against a learner's
+    // code, and what it prints, always come from a run of that scenario alone. --timeout sets one run's
+    // budget, so with it every run is on its own.
+    const std::vector<bool> batched =
+        o.timeout > 0 ? std::vector<bool>(plan.size(), false) : run_batches(bin, plan, o.seed, work);
+    if (g_interrupted) return interrupted(work);
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      if (g_interrupted) return interrupted(work);  // Ctrl-C while the previous run was graded
+      const PlannedRun& r = plan[i];
+      const Scenario& sc = *r.sc;
+      const ExpectedOutputs& want = expected.get(sc, r.layout.tp, r.sp);
+      if (batched[i]) {
+        GradeResult g = grade(sc, r.layout, r.sp, want, {r.dir, 0, ""});
+        if (g.verdict == Verdict::passed) {
+          if (o.verbose) write_expected(want, r.dir + "/expected");
+          g.seconds = run_seconds(r.dir);
+          report.add(g, r.dir);
+          continue;
         }
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      fs::remove_all(r.dir);
+      fs::create_directories(r.dir);
+      const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
+      const int code = launch_runs(bin, {&r}, o.seed, budget, r.dir);
+      if (g_interrupted) return interrupted(work);  // Ctrl-C: stop checking, do not grade
+      GradeResult g = grade(sc, r.layout, r.sp, want, {r.dir, code, read_file(r.dir + "/launcher.log")});
+      if (code == 124)
+        g.problems.push_back(fmt::format(
+            "the run was stopped after its budget of {} s (the engine's solution needs about 0.1 s): an "
+            "endless loop, or ranks waiting for a call their peers never make; the launcher's lines above "
+            "show where each rank was",
+            budget));
+      if (o.verbose) write_expected(want, r.dir + "/expected");
+      g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      report.add(g, r.dir);
     }
   }
   if (report.runs() == 0 && report.failed() == 0) {

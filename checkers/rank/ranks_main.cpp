@@ -1,14 +1,19 @@
-// tpsp-lab-ranks[-labNN]: runs one checker scenario on one rank and dumps what it produced. Started
+// tpsp-lab-ranks[-labNN]: runs checker scenarios on one rank and dumps what each produced. Started
 // by ./check (tpsp-check) through the launcher; links the learner's files (or, for tpsp-lab-ranks,
-// the engine's own solution). World = dp × tp ranks (--tp; TP ranks contiguous). Under DIR/rank<w>/:
+// the engine's own solution). World = dp × tp ranks (--tp; TP ranks contiguous). `--scenario ID
+// --out DIR` may be repeated (pairwise): the scenarios then run one after the other in this process,
+// on the same communication groups (a batch: ./check saves a process start and a group set-up per
+// scenario). Under each DIR/rank<w>/:
 //   <output>.npy   every output tensor of the scenario (this rank's local tensor)
-//   result.json    {"status": "ok" | "todo" | "error", "message",
+//   result.json    {"status": "ok" | "todo" | "error", "message", "seconds",
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
 //                              waited}, ...]}
-// and exits 0 (ok), 3 (a TODO is not implemented yet) or 1 (an error). Stopped by SIGTERM (the
-// launcher's budget), it prints where its main thread was before it exits.
+// It exits 0 when every scenario was ok; at the first one that is not, it stops there and exits 3 (a
+// TODO is not implemented yet) or 1 (an error), the later scenarios left without a result.json.
+// Stopped by SIGTERM (the launcher's budget), it prints where its main thread was before it exits.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -54,45 +59,25 @@ void keep_open_until_exit(std::shared_ptr<void> group) {
   kept->push_back(std::move(group));
 }
 
-}  // namespace
+/// Files `result` as DIR/rank<rank>/result.json; prints its message when the status is not "ok".
+void write_result(const std::string& out_dir, int rank, const json& result) {
+  const std::string dir = out_dir + "/rank" + std::to_string(rank);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/result.json") << result.dump(1) << "\n";
+  if (result["status"] != "ok") std::fprintf(stderr, "%s\n", result["message"].get<std::string>().c_str());
+}
 
-int main(int argc, char** argv) {
-  checkers::report_where_on_sigterm();  // before any thread starts
-  CLI::App app{"tpsp-lab-ranks: one rank of a checker scenario (started by ./check through tpsp-run)"};
-  std::string id, out_dir;
-  bool sp = false, list = false;
-  int tp_size = 0;
-  uint64_t seed = 0;
-  app.add_option("--scenario", id, "labNN/name");
-  app.add_option("--tp", tp_size, "tensor-parallel size (default: the world size)");
-  app.add_option("--sp", sp, "sequence parallelism (0 or 1)");
-  app.add_option("--seed", seed, "seed of the inputs");
-  app.add_option("--out", out_dir, "dump directory");
-  app.add_flag("--list", list, "print the scenario ids this program can run, then exit");
-  CLI11_PARSE(app, argc, argv);
-  if (list) {
-    for (const auto& [name, run] : checkers::all_runs()) std::printf("%s\n", name.c_str());
-    return 0;
-  }
-  if (id.empty() || out_dir.empty()) {
-    std::fprintf(stderr, "tpsp-lab-ranks: --scenario and --out are required\n");
-    return 2;
-  }
-
+/// Runs scenario `id` on this rank with the groups of `ps` and dumps it under OUT/rank<w>/ (see the
+/// top of this file). Returns the exit code it stands for: 0 ok, 3 todo, 1 error.
+int run_scenario(const std::string& id, const std::string& out_dir, ParallelState& ps, bool sp,
+                 uint64_t seed) {
+  const auto t0 = std::chrono::steady_clock::now();
   json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}};
-  int rank = 0, code = 0;
-  std::string dir;
+  const int rank = ps.world().rank();
+  int code = 0;
   try {
-    auto world = comm::init_from_env();
-    keep_open_until_exit(world);
-    trace::install(world->recorder_ptr());  // compute spans beside the communication records
-    rank = world->rank();
-    checkers::set_where_rank(rank);
-    dir = out_dir + "/rank" + std::to_string(rank);
+    const std::string dir = out_dir + "/rank" + std::to_string(rank);
     std::filesystem::create_directories(dir);
-    auto state = std::make_shared<ParallelState>(world, tp_size > 0 ? tp_size : world->size());
-    keep_open_until_exit(state);
-    ParallelState& ps = *state;
     const auto it = checkers::all_runs().find(id);
     if (it == checkers::all_runs().end()) throw std::invalid_argument("unknown scenario '" + id + "'");
     checkers::RunContext ctx;
@@ -102,7 +87,7 @@ int main(int argc, char** argv) {
     ctx.seed = seed;
     // Calls are filed under the phase in which they were ISSUED (an async call may complete later);
     // calls still pending at the end (in flight, or never waited and never completed) are listed too.
-    comm::Recorder& rec = world->recorder();
+    comm::Recorder& rec = ps.world().recorder();
     rec.clear();
     std::vector<std::pair<double, std::string>> phases{{-1.0, "setup"}};
     ctx.begin_phase = [&](const std::string& next) { phases.emplace_back(rec.now(), next); };
@@ -139,9 +124,53 @@ int main(int argc, char** argv) {
     result["message"] = e.what();
     code = 1;
   }
-  if (dir.empty()) dir = out_dir + "/rank" + std::to_string(rank);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/result.json") << result.dump(1) << "\n";
-  if (code != 0) std::fprintf(stderr, "%s\n", result["message"].get<std::string>().c_str());
+  result["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_result(out_dir, rank, result);
   return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  checkers::report_where_on_sigterm();  // before any thread starts
+  CLI::App app{"tpsp-lab-ranks: one rank of checker scenarios (started by ./check through tpsp-run)"};
+  std::vector<std::string> ids, out_dirs;
+  bool sp = false, list = false;
+  int tp_size = 0;
+  uint64_t seed = 0;
+  app.add_option("--scenario", ids, "labNN/name (repeat it, with --out, to run several in turn)");
+  app.add_option("--tp", tp_size, "tensor-parallel size (default: the world size)");
+  app.add_option("--sp", sp, "sequence parallelism (0 or 1)");
+  app.add_option("--seed", seed, "seed of the inputs");
+  app.add_option("--out", out_dirs, "dump directory (one per --scenario, in the same order)");
+  app.add_flag("--list", list, "print the scenario ids this program can run, then exit");
+  CLI11_PARSE(app, argc, argv);
+  if (list) {
+    for (const auto& [name, run] : checkers::all_runs()) std::printf("%s\n", name.c_str());
+    return 0;
+  }
+  if (ids.empty() || ids.size() != out_dirs.size()) {
+    std::fprintf(stderr, "tpsp-lab-ranks: give one --out per --scenario (got %zu --scenario, %zu --out)\n",
+                 ids.size(), out_dirs.size());
+    return 2;
+  }
+  std::shared_ptr<ParallelState> state;
+  int rank = 0;
+  try {
+    auto world = comm::init_from_env();
+    keep_open_until_exit(world);
+    trace::install(world->recorder_ptr());  // compute spans beside the communication records
+    rank = world->rank();
+    checkers::set_where_rank(rank);
+    state = std::make_shared<ParallelState>(world, tp_size > 0 ? tp_size : world->size());
+    keep_open_until_exit(state);
+  } catch (const std::exception& e) {  // filed as the first scenario's result
+    const bool todo = dynamic_cast<const NotImplemented*>(&e) != nullptr;
+    write_result(out_dirs.front(), rank,
+                 {{"status", todo ? "todo" : "error"}, {"message", e.what()}, {"calls", json::array()}});
+    return todo ? 3 : 1;
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (const int code = run_scenario(ids[i], out_dirs[i], *state, sp, seed); code != 0) return code;
+  return 0;
 }

@@ -1,0 +1,58 @@
+// Starting a check's runs: the ranks of one scenario run (or of a batch of runs that share a layout)
+// as processes, through tpsp-run's launcher compiled into the grader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkers/grader/grade.h"
+#include "checkers/scenario.h"
+
+namespace tpsp::checkers {
+
+/// One run of a check: scenario `sc` in `layout` with SP on or off; its ranks dump under `dir`
+/// (rank<w>/ each, see checkers/rank/ranks_main.cpp).
+struct PlannedRun {
+  const Scenario* sc = nullptr;
+  Layout layout;
+  bool sp = false;
+  std::string dir;
+};
+
+/// Runs the `world` ranks of `argv` as processes and returns the launcher's exit code (0, a failed
+/// rank's code or 128+signal, 124 past `budget` seconds, 1 when a rank could not be started, 128+signal
+/// when the launcher was interrupted): what `tpsp-run -n <world> --timeout <budget> --tail 12 -- argv`
+/// does, with tpsp-run's own code (tools/tpsp_run: run_job, the environment, the summary) in a forked
+/// child instead of an executed one, which saves an exec and a dynamic link per run and keeps
+/// everything else: the launcher is its own process, forwards a Ctrl-C to the ranks and ends with the
+/// job, while ./check sees the Ctrl-C itself (a rank that exits 130 is just a failed run). Each rank
+/// gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR=`store` (a fresh directory,
+/// removed after the run), OPENBLAS_NUM_THREADS (unless set) and `env` ("NAME=value" each); reads
+/// /dev/null; runs in its own process group; past the budget it gets SIGTERM (it prints where it
+/// was), then SIGKILL. Its output lines and the launcher's summary go to `log_path`.
+int run_ranks(const std::vector<std::string>& argv, int world, double budget,
+              const std::vector<std::string>& env, const std::string& store, const std::string& log_path);
+
+/// Runs `runs` (one or more, all in the same layout with the same SP setting) in ONE launch of the
+/// rank program `bin`: each rank runs the scenarios in turn on the same groups, each dumping under its
+/// run's dir (`--scenario ID --out DIR` repeated), and stops at the first one that is not ok. The
+/// launcher's budget is `budget` seconds; the rendezvous directory and the launcher's log
+/// (launcher.log) go under `scratch`. Ranks run with the checks' settings: collective timeout
+/// budget + 10 s (a stuck run is stopped by the launcher first, whose SIGTERM makes every rank print
+/// where it was), send buffers checked, Tensor::empty poisoned with NaN. Returns run_ranks' code.
+int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& runs, uint64_t seed,
+                double budget, const std::string& scratch);
+
+/// The budget of a batch of `runs` (seconds): the largest scenario budget, plus 2 s per run (the
+/// engine's solution needs about 0.1 s per run). A batch past it is not a verdict: its runs are run
+/// again one by one, each with its own budget.
+double batch_budget(const std::vector<const PlannedRun*>& runs);
+
+/// The whole text of `path` ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
+/// The seconds rank 0 spent in the scenario of a batched run (its result.json's "seconds"), or -1.
+double run_seconds(const std::string& dir);
+
+}  // namespace tpsp::checkers
