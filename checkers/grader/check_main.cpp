@@ -226,11 +226,11 @@ int interrupted(const std::string& work) {
 }
 
 /// Runs `plan` in batches of the runs that share a layout and an SP setting (launch_runs, under
-/// WORK/batch-dp<d>-tp<t>-sp<s>/) and returns, per run, whether its batch ended ok on every rank (its
+/// WORK/batch-<lab>-dp<d>-tp<t>-sp<s>/) and returns, per run, whether its batch ended ok on every rank (its
 /// dumps are then there to grade). A batch of one is left to be run on its own. Stops early after a
 /// Ctrl-C (g_interrupted).
-std::vector<bool> run_batches(const std::string& bin, const std::vector<PlannedRun>& plan, uint64_t seed,
-                              const std::string& work) {
+std::vector<bool> run_batches(const std::string& lab, const std::string& bin,
+                              const std::vector<PlannedRun>& plan, uint64_t seed, const std::string& work) {
   std::map<std::tuple<int, int, bool>, std::vector<std::size_t>> batches;
   for (std::size_t i = 0; i < plan.size(); ++i)
     batches[{plan[i].layout.dp, plan[i].layout.tp, plan[i].sp}].push_back(i);
@@ -240,7 +240,7 @@ std::vector<bool> run_batches(const std::string& bin, const std::vector<PlannedR
     std::vector<const PlannedRun*> runs;
     for (std::size_t i : members) runs.push_back(&plan[i]);
     const auto& [dp, tp, sp] = key;
-    const std::string scratch = fmt::format("{}/batch-dp{}-tp{}-sp{}", work, dp, tp, sp);
+    const std::string scratch = fmt::format("{}/batch-{}-dp{}-tp{}-sp{}", work, lab, dp, tp, sp ? 1 : 0);
     fs::create_directories(scratch);
     if (launch_runs(bin, runs, seed, batch_budget(runs), scratch) == 0)
       for (std::size_t i : members) ok[i] = true;
@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
     // code, and what it prints, always come from a run of that scenario alone. --timeout sets one run's
     // budget, so with it every run is on its own.
     const std::vector<bool> batched =
-        o.timeout > 0 ? std::vector<bool>(plan.size(), false) : run_batches(bin, plan, o.seed, work);
+        o.timeout > 0 ? std::vector<bool>(plan.size(), false) : run_batches(lab, bin, plan, o.seed, work);
     if (g_interrupted) return interrupted(work);
     for (std::size_t i = 0; i < plan.size(); ++i) {
       if (g_interrupted) return interrupted(work);  // Ctrl-C while the previous run was graded
