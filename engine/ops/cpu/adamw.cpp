@@ -6,15 +6,44 @@
 // as PyTorch does. Element arithmetic is float32 in the rounding order of PyTorch's x86 CPU kernels:
 // add_ with alpha is fma(g, 1−β1, m·β1) (vec::fmadd), addcmul is fma((1−β2)·g, g, v·β2) (the
 // compiler fuses self + value·t1·t2), addcdiv is p + ((−step)·m)/denom. This reproduced torch 1.13's
-// AdamW(foreach=False) bit for bit on 5 runs of 1003 elements and up to 20 steps.
+// AdamW(foreach=False) bit for bit on 5 runs of 1003 elements and up to 20 steps. The element loop
+// vectorises (8 lanes; a clone with FMA instructions; -fopenmp-simd for the pragma, -fno-math-errno
+// so that sqrt needs no errno branch). Vector sqrt and division are correctly rounded like the scalar
+// ones: the same IEEE operations in the same order, so the same bits (checked against the scalar loop
+// on 10⁶ elements × 20 steps, gradients from 1e-20 to 1e10).
 #include "engine/ops/adamw.h"
 
 #include <cmath>
 
 #include "engine/error.h"
 #include "engine/ops/cpu/ops.h"
+#include "engine/ops/cpu/vector_clones.h"
 
 namespace tpsp::ops::cpu {
+
+namespace {
+
+/// The scalars of one step, rounded to float where they meet the tensors.
+struct StepScalars {
+  float decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
+};
+
+/// One AdamW update of n elements: p, m, v in place from g.
+TPSP_VECTOR_CLONES_FMA void adamw_loop(float* __restrict p, float* __restrict m, float* __restrict v,
+                                       const float* __restrict g, int64_t n, StepScalars k) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float pi = p[i] * k.decay;
+    const float mi = std::fma(g[i], k.one_minus_b1, m[i] * k.beta1);
+    const float vi = std::fma(k.one_minus_b2 * g[i], g[i], v[i] * k.beta2);
+    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi + k.neg_step_size * mi / denom;
+  }
+}
+
+}  // namespace
 
 void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t, const AdamWConfig& cfg) {
   TPSP_CHECK(t >= 1, "adamw_step: step t = ", t, " must be >= 1 (1-based)");
@@ -33,18 +62,9 @@ void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t,
   const float neg_step_size = static_cast<float>(-(lr / bias_correction1));
   const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   const float eps = cfg.eps;
-
-  float* p = param.data();
-  float* m = state.m.data();
-  float* v = state.v.data();
-  const float* g = grad.data();
-  for (int64_t i = 0; i < param.numel(); ++i) {
-    p[i] = p[i] * decay;
-    m[i] = std::fma(g[i], one_minus_b1, m[i] * beta1);
-    v[i] = std::fma(one_minus_b2 * g[i], g[i], v[i] * beta2);
-    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] + neg_step_size * m[i] / denom;
-  }
+  TPSP_CHECK(param.data() != grad.data(), "adamw_step: grad must not share the parameter's storage");
+  adamw_loop(param.data(), state.m.data(), state.v.data(), grad.data(), param.numel(),
+             {decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps});
 }
 
 }  // namespace tpsp::ops::cpu
