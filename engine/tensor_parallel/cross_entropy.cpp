@@ -1,11 +1,13 @@
 // Vocab-parallel cross entropy (see cross_entropy.h). lab02 replaces this translation unit.
 #include "engine/tensor_parallel/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "engine/error.h"
 #include "engine/lab_todo.h"
+#include "engine/ops/cpu/fast_math.h"
 
 namespace tpsp::tensor_parallel {
 
@@ -43,31 +45,33 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
 
   // 1. max over the global vocabulary.
   Tensor row_max = Tensor::full({n}, -std::numeric_limits<float>::infinity());
+  float* mx = row_max.data();
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < real; ++j) row_max.data()[i] = std::max(row_max.data()[i], z[i * vl + j]);
+    for (int64_t j = 0; j < real; ++j) mx[i] = std::max(mx[i], z[i * vl + j]);
   if (tp.size() > 1) tp.all_reduce(row_max, comm::ReduceOp::max, {label + ".max"});
 
   // 2. the target's logit (only the owning rank contributes).
   Tensor predicted({n});
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = targets[static_cast<std::size_t>(i)];
-    if (t >= start && t < start + real) predicted.data()[i] = z[i * vl + (t - start)] - row_max.data()[i];
+    if (t >= start && t < start + real) predicted.data()[i] = z[i * vl + (t - start)] - mx[i];
   }
   if (tp.size() > 1) tp.all_reduce(predicted, comm::ReduceOp::sum, {label + ".predicted_logit"});
 
-  // 3. Σ exp (and Σ shifted logits for label smoothing) over the global vocabulary.
+  // 3. Σ exp (and Σ shifted logits for label smoothing) over the global vocabulary. The exponentials
+  // are kept (the softmax numerators) in saved.softmax, computed by the engine's vectorised exp.
   const bool smooth = label_smoothing > 0.f;
   Tensor sums({n, smooth ? 2 : 1});
-  saved.softmax = Tensor({n, vl});
+  saved.softmax = Tensor({n, vl});  // zeros: padded columns stay 0
   for (int64_t i = 0; i < n; ++i) {
+    const float* zi = z + i * vl;
+    float* ei = saved.softmax.data() + i * vl;
     double se = 0.0, sz = 0.0;
-    for (int64_t j = 0; j < real; ++j) {
-      const float shifted = z[i * vl + j] - row_max.data()[i];
-      const float e = std::exp(shifted);
-      saved.softmax.data()[i * vl + j] = e;
-      se += e;
-      sz += shifted;
-    }
+    if (smooth)
+      for (int64_t j = 0; j < real; ++j) sz += zi[j] - mx[i];
+    std::copy(zi, zi + real, ei);
+    ops::cpu::exp_shifted(ei, real, mx[i]);  // ei[j] = e^(z[j] − max)
+    for (int64_t j = 0; j < real; ++j) se += ei[j];
     sums.data()[i * sums.size(1)] = static_cast<float>(se);
     if (smooth) sums.data()[i * 2 + 1] = static_cast<float>(sz);
   }
@@ -78,7 +82,8 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
   for (int64_t i = 0; i < n; ++i) {
     const float sum_exp = sums.data()[i * sums.size(1)];
     const float log_z = std::log(sum_exp);
-    for (int64_t j = 0; j < real; ++j) saved.softmax.data()[i * vl + j] /= sum_exp;
+    float* pi = saved.softmax.data() + i * vl;
+    for (int64_t j = 0; j < real; ++j) pi[j] /= sum_exp;
     const int64_t t = targets[static_cast<std::size_t>(i)];
     if (t == -100) continue;
     float loss = log_z - predicted.data()[i];
@@ -115,11 +120,10 @@ Tensor vocab_parallel_cross_entropy_backward(const VocabParallelCESaved& saved, 
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = saved.targets[static_cast<std::size_t>(i)];
     if (t == -100) continue;
-    for (int64_t j = 0; j < real; ++j) {
-      float target_p = uniform;
-      if (start + j == t) target_p += 1.f - a;
-      grad.data()[i * vl + j] = (saved.softmax.data()[i * vl + j] - target_p) * scale;
-    }
+    const float* p = saved.softmax.data() + i * vl;
+    float* g = grad.data() + i * vl;
+    for (int64_t j = 0; j < real; ++j) g[j] = (p[j] - uniform) * scale;
+    if (t >= start && t < start + real) g[t - start] = (p[t - start] - (uniform + (1.f - a))) * scale;
   }
   return grad;
   // END SOLUTION
