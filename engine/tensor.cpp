@@ -1,5 +1,9 @@
 #include "engine/tensor.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +50,30 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+namespace {
+
+/// glibc's malloc gives a block above its mmap threshold (128 KiB at first, raised as such blocks are
+/// freed) its own mapping and unmaps it when it is freed, and trims the heap's top past 2× that: a
+/// training step that frees and reallocates its activations and gradients every step then takes
+/// thousands of page faults (and the kernel's zeroing of every page) per step. Once per process, before
+/// the first tensor, this keeps blocks up to 32 MiB (glibc's largest threshold on 64-bit) in the heap
+/// and freed memory in the process (trim above 1 GiB), as a caching allocator would: the process
+/// keeps its peak. Left to glibc when GLIBC_TUNABLES is set (the user's own malloc settings), and
+/// elsewhere than glibc.
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  static const bool done = [] {
+    if (std::getenv("GLIBC_TUNABLES") != nullptr) return false;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    return true;
+  }();
+  (void)done;
+#endif
+}
+
+}  // namespace
+
 Tensor::Tensor() : shape_{0} {}
 
 Tensor::Tensor(Shape shape, DType dtype, Device device) : Tensor(std::move(shape), dtype, device, true) {}
@@ -57,6 +85,7 @@ Tensor::Tensor(Shape shape, DType dtype, Device device, bool zero)
              " on ", device_name(device), " is not available in this build (f32 and bf16 on cpu)");
   numel_ = shape_numel(shape_);
   const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(numel_, 1)) * dtype_size(dtype);
+  keep_freed_memory();
   storage_ = std::shared_ptr<unsigned char[]>(zero ? new unsigned char[bytes]() : new unsigned char[bytes]);
 }
 
