@@ -4,7 +4,8 @@
 //   <output>.npy   every output tensor of the scenario (this rank's local tensor)
 //   result.json    {"status": "ok" | "todo" | "error", "message",
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
-//                              waited}, ...]}
+//                              waited, peer, reduce, t_issue, t_start, t_end, t_waited}, ...],
+//                   "compute": [{phase, name, label, t_start, t_end}, ...]}   (seconds, one clock)
 // and exits 0 (ok), 3 (a TODO is not implemented yet) or 1 (an error). Stopped by SIGTERM (the
 // launcher's budget), it prints where its main thread was before it exits.
 #include <CLI/CLI.hpp>
@@ -40,7 +41,11 @@ json call_json(const comm::CommRecord& r, const std::string& phase) {
           {"async", r.async},
           {"waited", r.waited},
           {"peer", r.peer},
-          {"reduce", comm::reduce_op_name(r.reduce)}};
+          {"reduce", comm::reduce_op_name(r.reduce)},
+          {"t_issue", r.t_issue},
+          {"t_start", r.t_start},
+          {"t_end", r.t_end},
+          {"t_waited", r.t_waited}};
 }
 
 }  // namespace
@@ -68,7 +73,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}};
+  json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}, {"compute", json::array()}};
   int rank = 0, code = 0;
   std::string dir;
   try {
@@ -106,6 +111,12 @@ int main(int argc, char** argv) {
       }
       std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
       for (const comm::CommRecord& r : calls) result["calls"].push_back(call_json(r, phase_of(r.t_issue)));
+      for (const comm::ComputeRecord& s : rec.compute_records())
+        result["compute"].push_back({{"phase", phase_of(s.t_start)},
+                                     {"name", s.name},
+                                     {"label", s.label},
+                                     {"t_start", s.t_start},
+                                     {"t_end", s.t_end}});
     };
     checkers::RankOutputs outputs;
     try {
