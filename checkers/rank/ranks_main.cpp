@@ -6,6 +6,7 @@
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
 //                              waited, peer, reduce, t_issue, t_start, t_end, t_waited}, ...],
 //                   "compute": [{phase, name, label, t_start, t_end}, ...]}   (seconds, one clock)
+//   trace.json     the same calls and compute spans as a Chrome trace (Perfetto; tools/plot_timeline.py)
 // and exits 0 (ok), 3 (a TODO is not implemented yet) or 1 (an error). Stopped by SIGTERM (the
 // launcher's budget), it prints where its main thread was before it exits.
 #include <CLI/CLI.hpp>
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
       throw;
     }
     flush();
+    rec.write_chrome_trace(dir + "/trace.json");
     for (const auto& [name, t] : outputs) io::save_npy(dir + "/" + name + ".npy", t);
   } catch (const NotImplemented& e) {
     result["status"] = "todo";
