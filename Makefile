@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench docs release format clean
+.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench docs timeline release format clean
 
 all: build
 
@@ -45,7 +45,7 @@ demo: deps
 ## on 2 cores). Not part of make test. BENCH_ARGS=--quick for a smoke run, --json FILE for the raw results.
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target bench_mlp_step bench_gpt_step bench_collectives -- --no-print-directory
+	cmake --build $(BUILD) -j $(JOBS) --target bench_mlp_step bench_gpt_step bench_collectives bench_overlap -- --no-print-directory
 	/usr/bin/python3 bench/run_bench.py --build $(BUILD) $(BENCH_ARGS)
 
 ## make docs: build tpsp-capacity and draw lesson 03's figures from its numbers (activation memory per
@@ -55,6 +55,19 @@ docs: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-capacity -- --no-print-directory
 	/usr/bin/python3 tools/plot_capacity.py $(BUILD)/bin/tpsp-capacity docs/lessons/figures
+
+## make timeline: the figure of lesson 04 — one step of a TP+SP linear pair at TPSP_LINK=2GB/s, serial and
+## with tp_comm_overlap, recorded as Chrome traces (bench_overlap --trace) and drawn by tools/plot_timeline.py
+## into docs/lessons/figures/lab04_timeline.png (one lane per rank for compute and for communication).
+TIMELINE_PNG ?= docs/lessons/figures/lab04_timeline.png
+timeline: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target bench_overlap -- --no-print-directory
+	rm -rf $(BUILD)/timeline
+	$(BUILD)/bench/bench_overlap --steps 3 --trace $(BUILD)/timeline
+	mkdir -p $(dir $(TIMELINE_PNG))
+	/usr/bin/python3 tools/plot_timeline.py $(TIMELINE_PNG) "serial (tp_comm_overlap off)=$(BUILD)/timeline/serial" \
+		"overlapped (tp_comm_overlap on)=$(BUILD)/timeline/overlap"
 
 ## make labNN: build your code for lab NN (labs/labNN_*/) into the checker; then run ./check labNN
 ## (./check rebuilds by itself). make labs: every lab of the registry labs/labs.json.

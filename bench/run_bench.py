@@ -5,6 +5,8 @@
   gpt   build/bench/bench_gpt_step  vs bench/peers/gpt_step.py      (one whole GPT training step)
   scaling  bench_mlp_step at tp=2 vs tp=1, hidden 512 / 1024 / 2048 (where tp=2 pays on 2 cores)
   collectives  build/bench/bench_collectives: busbw of each collective / raw Gloo all-reduce busbw
+  overlap  build/bench/bench_overlap: a TP+SP linear pair at TPSP_LINK=2GB/s, tp_comm_overlap on ÷ off
+           (lab04), with the cost model's prediction from the serial step's spans
 
 Each comparison runs its two sides ALTERNATELY as separate processes (A, B, A, B, … after one untimed
 warm-up pair), so that load on the machine hits both alike, and reports the median of the per-pair
@@ -136,6 +138,21 @@ class Bench:
             print(f"mlp h={h} tp=2/tp=1 engine {ratio}  (tp=1 {summary([x['step_s'] for x in one], 4)} s)",
                   flush=True)
 
+    def overlap(self):
+        """Overlapped ÷ serial step time of a TP+SP linear pair at 2 GB/s emulated (both modes alternate
+        inside each process), with the prediction T_serial − min(T_comm, T_gemm) of lesson 04."""
+        a = self.a
+        cmd = [os.path.join(self.bin, "bench_overlap"), "--tp", "2", "--link", "2GB/s", "--steps",
+               str(max(a.steps, 3)), "--warmup", str(a.warmup), "--span-steps", str(max(1, a.span_steps))]
+        if a.quick:
+            cmd += ["--seq", "256", "--hidden", "512", "--ffn", "128"]
+        rs = [run(cmd, a.timeout) for _ in range(max(1, a.pairs // 2) + 1)][1:]  # first: warm-up
+        self.records += [dict(r, comparison="overlap", pair=i + 1) for i, r in enumerate(rs)]
+        r0 = rs[0]
+        print(f"overlap tp=2+SP 2GB/s overlapped/serial {summary([r['ratio'] for r in rs])}  predicted "
+              f"{summary([r['predicted'] for r in rs])}  (serial {summary([r['serial_s'] for r in rs], 4)} s; "
+              f"s={r0['s']} b={r0['b']} h={r0['h']} ffn={r0['ffn']})", flush=True)
+
     def collectives(self):
         """busbw of each collective / raw Gloo ring all-reduce busbw at 16 and 64 MiB (the 'gloo' column
         of bench_collectives), median (min–max) over max(1, pairs // 2) runs (each its own median of 5
@@ -175,7 +192,7 @@ def main():
     p.add_argument("--steps", type=int, help="timed steps per process (4; --quick 2)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per process")
     p.add_argument("--span-steps", type=int, help="engine steps with compute spans on (2; --quick 1)")
-    p.add_argument("--only", default="mlp,gpt,scaling,collectives", help="comma-separated parts to run")
+    p.add_argument("--only", default="mlp,gpt,scaling,collectives,overlap", help="comma-separated parts to run")
     p.add_argument("--json", help="write every RESULT (with its comparison and pair) to this file")
     p.add_argument("--timeout", type=float, default=900, help="seconds per process")
     a = p.parse_args()
@@ -192,7 +209,7 @@ def main():
     t = subprocess.run([a.python, "-c", "import torch"], capture_output=True, text=True)
     a.torch = t.returncode == 0
     parts = a.only.split(",")
-    known = ("mlp", "gpt", "scaling", "collectives")
+    known = ("mlp", "gpt", "scaling", "collectives", "overlap")
     if any(x not in known for x in parts):
         p.error(f"--only takes a comma-separated subset of {','.join(known)}")
     print(f"# run_bench: {os.cpu_count()} cores, {a.pairs} pairs after a warm-up pair, {a.steps} steps per "
@@ -206,7 +223,7 @@ def main():
     try:
         for part in parts:
             {"mlp": lambda: b.engine_vs_torch("mlp"), "gpt": lambda: b.engine_vs_torch("gpt"),
-             "scaling": b.scaling, "collectives": b.collectives}[part]()
+             "scaling": b.scaling, "collectives": b.collectives, "overlap": b.overlap}[part]()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print(f"run_bench: {e}", file=sys.stderr)
         return 1

@@ -50,6 +50,30 @@ struct ExpectedCall {
 /// Phase name ("forward", "backward", ...) → calls, in any order.
 using Pattern = std::map<std::string, std::vector<ExpectedCall>>;
 
+/// One communication call of a rank's run with its times (seconds on the rank's recorder clock).
+struct TimedCall {
+  std::string phase, op, group, label;
+  int peer = -1;
+  uint64_t tensor_bytes = 0;
+  bool async = false, waited = true;
+  double t_issue = 0, t_start = 0, t_end = 0;
+  double t_waited = -1;  ///< when wait() returned; −1: never waited
+};
+/// One compute span of a rank's run ("gemm" with label "forward" / "dgrad" / "wgrad", ...).
+struct ComputeSpan {
+  std::string phase, name, label;
+  double t_start = 0, t_end = 0;
+};
+/// What one rank did, and when (from its result.json).
+struct RankTimeline {
+  std::vector<TimedCall> calls;
+  std::vector<ComputeSpan> compute;
+};
+/// Checks on the ranks' timelines (one per world rank) of a run at (tp, sp); returns one paragraph
+/// per problem (empty: none). Used by lab04 to prove overlap from the trace.
+using TimelineCheck =
+    std::function<std::vector<std::string>(int tp, bool sp, const std::vector<RankTimeline>&)>;
+
 /// One scenario of a lab.
 struct Scenario {
   std::string lab;   ///< "lab01"
@@ -67,6 +91,8 @@ struct Scenario {
   std::function<ExpectedOutputs(uint64_t seed, int tp, bool sp)> expected;
   /// The calls on the TP group per phase; empty function: the calls are not checked.
   std::function<Pattern(int tp, bool sp)> pattern;
+  /// Checks on when the calls were issued and waited against the compute spans; empty: none.
+  TimelineCheck timeline;
   std::string id() const { return lab + "/" + name; }
 };
 

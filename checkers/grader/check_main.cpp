@@ -212,6 +212,15 @@ void remove_abandoned_scratch(const std::string& base) {
   }
 }
 
+/// Draws the run's timeline (the ranks' trace.json: one lane per rank for compute and for communication)
+/// into DIR/timeline.png with tools/plot_timeline.py (--verbose, scenarios with a timeline check). A
+/// missing /usr/bin/python3 or matplotlib only leaves DIR/plot.log saying so.
+void plot_timeline(const std::string& dir, const std::string& id) {
+  const std::string script = std::string(TPSP_SOURCE_DIR) + "/tools/plot_timeline.py";
+  if (!fs::exists(script) || !fs::exists("/usr/bin/python3")) return;
+  run_logged({"/usr/bin/python3", script, dir + "/timeline.png", id + "=" + dir}, dir + "/plot.log");
+}
+
 /// Writes the expected whole tensors of a run as .npy beside the ranks' dumps (--verbose).
 void write_expected(const ExpectedOutputs& want, const std::string& dir) {
   fs::create_directories(dir);
@@ -333,6 +342,7 @@ int main(int argc, char** argv) {
         GradeResult g = grade(sc, r.layout, r.sp, want, {r.dir, 0, ""});
         if (g.verdict == Verdict::passed) {
           if (o.verbose) write_expected(want, r.dir + "/expected");
+          if (o.verbose && sc.timeline) plot_timeline(r.dir, sc.id());
           g.seconds = run_seconds(r.dir);
           report.add(g, r.dir);
           continue;
@@ -352,6 +362,7 @@ int main(int argc, char** argv) {
             "show where each rank was",
             budget));
       if (o.verbose) write_expected(want, r.dir + "/expected");
+      if (o.verbose && sc.timeline) plot_timeline(r.dir, sc.id());
       g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       report.add(g, r.dir);
     }

@@ -165,6 +165,35 @@ std::string check_waited(const Layout& layout, const std::vector<json>& results)
   return "";
 }
 
+/// Every rank's calls and compute spans with their times.
+std::vector<RankTimeline> timelines(const std::vector<json>& results) {
+  std::vector<RankTimeline> out;
+  for (const json& r : results) {
+    RankTimeline t;
+    for (const json& c : r.value("calls", json::array()))
+      t.calls.push_back({.phase = c.value("phase", ""),
+                         .op = c.value("op", ""),
+                         .group = c.value("group", ""),
+                         .label = c.value("label", ""),
+                         .peer = c.value("peer", -1),
+                         .tensor_bytes = c.value("tensor_bytes", uint64_t{0}),
+                         .async = c.value("async", false),
+                         .waited = c.value("waited", true),
+                         .t_issue = c.value("t_issue", 0.0),
+                         .t_start = c.value("t_start", 0.0),
+                         .t_end = c.value("t_end", 0.0),
+                         .t_waited = c.value("t_waited", -1.0)});
+    for (const json& s : r.value("compute", json::array()))
+      t.compute.push_back({.phase = s.value("phase", ""),
+                           .name = s.value("name", ""),
+                           .label = s.value("label", ""),
+                           .t_start = s.value("t_start", 0.0),
+                           .t_end = s.value("t_end", 0.0)});
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 /// True when every rank's tensor is (within tolerance) the whole expected sum.
 bool every_rank_holds_the_sum(const std::vector<Tensor>& got, const Tensor& whole, const Tolerance& tol) {
   const double atol = tol.atol_rel * std::max(1e-6, max_abs(whole));
@@ -324,6 +353,9 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
   // 3. Communication: the calls on the TP group per phase, against the expected pattern.
   if (std::string p = check_pattern(sc, layout, sp, results); !p.empty()) res.problems.push_back(p);
   if (std::string p = check_waited(layout, results); !p.empty()) res.problems.push_back(p);
+  if (sc.timeline)  // 4. Timing: what was in flight while what computed (lab04)
+    for (std::string& p : sc.timeline(layout.tp, sp, timelines(results)))
+      res.problems.push_back(std::move(p));
   // Every rank wrote its results, but a rank that then crashed or hung (e.g. in an exit handler)
   // still fails the run.
   if (run.launcher_code != 0)

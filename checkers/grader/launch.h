@@ -49,6 +49,11 @@ int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& ru
 /// again one by one, each with its own budget.
 double batch_budget(const std::vector<const PlannedRun*>& runs);
 
+/// Runs the program argv[0] (a path) with `argv`, its output and errors to `log_path`, stdin from
+/// /dev/null, and waits for it; returns its exit code (128+signal when killed, 127 when it could not be
+/// started). For helpers such as tools/plot_timeline.py, never for learner code.
+int run_logged(const std::vector<std::string>& argv, const std::string& log_path);
+
 /// The whole text of `path` ("" when it cannot be read).
 std::string read_file(const std::string& path);
 

@@ -7,7 +7,9 @@
 //   <output>.npy   every output tensor of the scenario (this rank's local tensor)
 //   result.json    {"status": "ok" | "todo" | "error", "message", "seconds",
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
-//                              waited}, ...]}
+//                              waited, peer, reduce, t_issue, t_start, t_end, t_waited}, ...],
+//                   "compute": [{phase, name, label, t_start, t_end}, ...]}   (seconds, one clock)
+//   trace.json     the same calls and compute spans as a Chrome trace (Perfetto; tools/plot_timeline.py)
 // It exits 0 when every scenario was ok; at the first one that is not, it stops there and exits 3 (a
 // TODO is not implemented yet) or 1 (an error), the later scenarios left without a result.json.
 // Stopped by SIGTERM (the launcher's budget), it prints where its main thread was before it exits.
@@ -47,7 +49,11 @@ json call_json(const comm::CommRecord& r, const std::string& phase) {
           {"async", r.async},
           {"waited", r.waited},
           {"peer", r.peer},
-          {"reduce", comm::reduce_op_name(r.reduce)}};
+          {"reduce", comm::reduce_op_name(r.reduce)},
+          {"t_issue", r.t_issue},
+          {"t_start", r.t_start},
+          {"t_end", r.t_end},
+          {"t_waited", r.t_waited}};
 }
 
 /// Keeps a communication group open until the process ends. Closing Gloo's pairs one by one waits for
@@ -72,7 +78,7 @@ void write_result(const std::string& out_dir, int rank, const json& result) {
 int run_scenario(const std::string& id, const std::string& out_dir, ParallelState& ps, bool sp,
                  uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
-  json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}};
+  json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}, {"compute", json::array()}};
   const int rank = ps.world().rank();
   int code = 0;
   try {
@@ -105,6 +111,12 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
       }
       std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
       for (const comm::CommRecord& r : calls) result["calls"].push_back(call_json(r, phase_of(r.t_issue)));
+      for (const comm::ComputeRecord& s : rec.compute_records())
+        result["compute"].push_back({{"phase", phase_of(s.t_start)},
+                                     {"name", s.name},
+                                     {"label", s.label},
+                                     {"t_start", s.t_start},
+                                     {"t_end", s.t_end}});
     };
     checkers::RankOutputs outputs;
     try {
@@ -114,6 +126,7 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
       throw;
     }
     flush();
+    rec.write_chrome_trace(dir + "/trace.json");
     for (const auto& [name, t] : outputs) io::save_npy(dir + "/" + name + ".npy", t);
   } catch (const NotImplemented& e) {
     result["status"] = "todo";

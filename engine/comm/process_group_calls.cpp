@@ -33,7 +33,8 @@ WorkPtr ProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op, const CallOpts& o
                    backend_->all_reduce(f32.data(), elems(f32), op, transport(cl.seq, cl.opts));
                    if (t.dtype() != DType::f32) t.copy_from(f32);
                  },
-                 {t});
+                 // In place: the call itself writes t before wait(), so its bytes cannot be guarded.
+                 {});
 }
 
 WorkPtr ProcessGroup::issue_all_gather(const Tensor& in, Tensor& out, int64_t dim, const CallOpts& o,

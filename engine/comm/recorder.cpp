@@ -40,9 +40,12 @@ void Recorder::append(CommRecord r) {
   pending_.erase(r.id);
   if (!enabled_) return;
   if (r.async) {
-    const auto it = std::find(waited_early_.begin(), waited_early_.end(), r.id);
+    const auto it = waited_early_.find(r.id);
     r.waited = it != waited_early_.end();
+    r.t_waited = r.waited ? it->second : -1;
     if (it != waited_early_.end()) waited_early_.erase(it);
+  } else {
+    r.t_waited = r.t_end;
   }
   records_.push_back(std::move(r));
 }
@@ -51,10 +54,11 @@ void Recorder::mark_waited(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = records_.rbegin(); it != records_.rend(); ++it)
     if (it->id == id) {
+      if (!it->waited) it->t_waited = now();
       it->waited = true;
       return;
     }
-  waited_early_.push_back(id);
+  waited_early_.emplace(id, now());
 }
 
 void Recorder::append_compute(ComputeRecord r) {
@@ -140,6 +144,7 @@ nlohmann::json to_json(const CommRecord& r) {
                         {"label", r.label},
                         {"async", r.async},
                         {"waited", r.waited},
+                        {"t_waited", r.t_waited},
                         {"ok", r.ok}};
 }
 

@@ -41,7 +41,10 @@ struct CommRecord {
   std::string label;          ///< The caller's CallOpts::label, e.g. "layer3.mlp.fc2.g".
   bool async = false;         ///< Issued through an *_async form.
   bool waited = true;         ///< False for an async call whose Work has not been waited (yet, or ever).
-  bool ok = true;             ///< False if the call failed (it is still recorded).
+  /// When the caller's wait() returned (seconds): t_end for a blocking call, the first wait() of an
+  /// async one, -1 while it was never waited. An overlapped call is waited after the GEMM it hides.
+  double t_waited = -1;
+  bool ok = true;  ///< False if the call failed (it is still recorded).
 };
 
 /// One span of computation on this rank (a GEMM, attention, a layer's phase), on the same clock.
@@ -81,8 +84,8 @@ class Recorder {
   void issued(const CommRecord& r);
   /// Calls issued whose record has not been appended yet, in issue order.
   std::vector<CommRecord> pending() const;
-  /// Marks async call `id` as waited (now, or when its record is appended). Until then an async
-  /// record says waited = false — also while its Work is still alive, never waited.
+  /// Marks async call `id` as waited at now() (t_waited), now or when its record is appended. Until
+  /// then an async record says waited = false — also while its Work is still alive, never waited.
   void mark_waited(uint64_t id);
   /// Appends one compute span (thread-safe). Does nothing while disabled.
   void append_compute(ComputeRecord r);
@@ -118,8 +121,8 @@ class Recorder {
   bool enabled_ = true;
   uint64_t next_id_ = 0;
   std::vector<CommRecord> records_;
-  std::vector<uint64_t> waited_early_;      // async ids waited before their record was appended
-  std::map<uint64_t, CommRecord> pending_;  // issued, not appended yet
+  std::map<uint64_t, double> waited_early_;  // async ids waited before their record was appended → when
+  std::map<uint64_t, CommRecord> pending_;   // issued, not appended yet
   std::vector<ComputeRecord> compute_;
 };
 

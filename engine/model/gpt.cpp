@@ -40,13 +40,14 @@ ParallelGPT::ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps,
   specs_ = gpt_shard_specs(cfg_, tp, opt_.sequence_parallel);
   init_parameters();
   for (int64_t i = 0; i < cfg_.layers; ++i)
-    layers_.emplace_back(cfg_, i, params_, grads_, opt_.sequence_parallel);
+    layers_.emplace_back(cfg_, i, params_, grads_, opt_.sequence_parallel, opt_.tp_comm_overlap);
   embedding_ = std::make_unique<VocabParallelEmbedding>(params_.at("embedding.word_embeddings.weight"),
                                                         grads_.at("embedding.word_embeddings.weight"),
                                                         opt_.sequence_parallel, "embedding.word_embeddings");
   const std::string out_name = cfg_.tied ? "embedding.word_embeddings.weight" : "output_layer.weight";
   tensor_parallel::LinearOptions out_opt;
   out_opt.sequence_parallel = opt_.sequence_parallel;
+  out_opt.tp_comm_overlap = opt_.tp_comm_overlap;
   output_layer_ = std::make_unique<ColumnParallelLinear>(params_.at(out_name), Tensor(), grads_.at(out_name),
                                                          Tensor(), out_opt, "output_layer");
 }

@@ -41,6 +41,9 @@ struct ParallelOptions {
   /// updates (Megatron's Float16OptimizerWithFloat16Params). Compute and gradients are f32 either way:
   /// grads() are the f32 main_grad buffers that every backward accumulates into.
   DType param_dtype = DType::f32;
+  /// Overlap the TP communication of every linear layer with its GEMMs (Megatron's tp_comm_overlap;
+  /// lab04, engine/tensor_parallel/layers_overlap.cpp). Same results as without.
+  bool tp_comm_overlap = false;
 };
 
 /// One micro-batch: ids and targets [b, s] batch-first.

@@ -51,8 +51,10 @@ struct LayerSaved {
 class TransformerLayer {
  public:
   /// prefix: "decoder.layers.i."; params/grads: the model's maps holding this layer's local shards.
+  /// tp_comm_overlap: the linear layers overlap their communication (LinearOptions).
   TransformerLayer(const GPTConfig& cfg, int64_t index, std::map<std::string, Tensor>& params,
-                   std::map<std::string, Tensor>& grads, bool sequence_parallel);
+                   std::map<std::string, Tensor>& grads, bool sequence_parallel,
+                   bool tp_comm_overlap = false);
   /// x: [s, b, h] (or [s/tp, b, h] under SP) → same shape.
   Tensor forward(const Tensor& x, LayerSaved& saved, const LayerContext& ctx) const;
   /// dy shaped like the output → dx shaped like the input; accumulates this layer's gradients.

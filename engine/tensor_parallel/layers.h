@@ -2,7 +2,8 @@
 // megatron/core/tensor_parallel/layers.py; Shoeybi et al. 2019 §3, Fig. 3; Korthikanti et al.
 // 2022 §4.2). A layer holds handles to its parameter shards and their gradient buffers (shared
 // storage with the model's parameter map); backward accumulates into the gradient buffers.
-// lab01 replaces layers.cpp.
+// lab01 replaces layers.cpp; with tp_comm_overlap on, forward and backward hand over to
+// layers_overlap.cpp (lab04), which overlaps the layer's communication with its GEMMs.
 #pragma once
 
 #include <string>
@@ -28,6 +29,11 @@ struct LinearOptions {
   bool input_is_parallel = true;   ///< RowParallelLinear: input already split on its last dim.
   bool skip_bias_add = false;      ///< Leave the bias to the caller (it is returned by bias()).
   bool sequence_parallel = false;  ///< Inputs/outputs outside the layer are [s/tp, b, h] shards.
+  /// Overlap communication with computation (Megatron's tp_comm_overlap; layers_overlap.cpp):
+  /// backward issues its collectives async and waits after the independent GEMM; under SP the
+  /// forward all-gather + GEMM and GEMM + reduce-scatter run as rings of send/recv steps
+  /// (ring_exchange.h). Same results as the serial path.
+  bool tp_comm_overlap = false;
 };
 
 /// Y = X·Aᵀ + b with A split by rows of the [out, in] weight (the output dim): rank r holds
@@ -52,6 +58,9 @@ class ColumnParallelLinear {
   const std::string& name() const { return name_; }
 
  private:
+  /// forward/backward with tp_comm_overlap (layers_overlap.cpp, lab04); same contracts.
+  Tensor forward_overlap(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
+  Tensor backward_overlap(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);
   Tensor weight_, bias_;
   Tensor dweight_, dbias_;  // gradient buffers (f32 main_grad): handles, accumulated by backward
   LinearOptions opt_;
@@ -78,6 +87,9 @@ class RowParallelLinear {
   const std::string& name() const { return name_; }
 
  private:
+  /// forward/backward with tp_comm_overlap (layers_overlap.cpp, lab04); same contracts.
+  Tensor forward_overlap(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
+  Tensor backward_overlap(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);
   Tensor weight_, bias_;
   Tensor dweight_, dbias_;  // gradient buffers (f32 main_grad): handles, accumulated by backward
   LinearOptions opt_;

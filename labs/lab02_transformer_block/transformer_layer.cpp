@@ -11,11 +11,12 @@ using tensor_parallel::LinearOptions;
 using tensor_parallel::RowParallelLinear;
 
 namespace {
-LinearOptions column_opts(bool sp) {
-  return {.gather_output = false, .input_is_parallel = true, .skip_bias_add = false, .sequence_parallel = sp};
-}
-LinearOptions row_opts(bool sp) {
-  return {.gather_output = false, .input_is_parallel = true, .skip_bias_add = false, .sequence_parallel = sp};
+LinearOptions linear_opts(bool sp, bool overlap) {
+  return {.gather_output = false,
+          .input_is_parallel = true,
+          .skip_bias_add = false,
+          .sequence_parallel = sp,
+          .tp_comm_overlap = overlap};
 }
 }  // namespace
 
@@ -29,7 +30,7 @@ std::size_t LayerSaved::bytes() const {
 }
 
 TransformerLayer::TransformerLayer(const GPTConfig& cfg, int64_t index, std::map<std::string, Tensor>& P,
-                                   std::map<std::string, Tensor>& G, bool sp)
+                                   std::map<std::string, Tensor>& G, bool sp, bool overlap)
     : cfg_(cfg),
       prefix_("decoder.layers." + std::to_string(index) + "."),
       ln1_w_(P.at(prefix_ + "input_layernorm.weight")),
@@ -43,19 +44,19 @@ TransformerLayer::TransformerLayer(const GPTConfig& cfg, int64_t index, std::map
       qkv_(P.at(prefix_ + "self_attention.linear_qkv.weight"),
            P.at(prefix_ + "self_attention.linear_qkv.bias"),
            G.at(prefix_ + "self_attention.linear_qkv.weight"),
-           G.at(prefix_ + "self_attention.linear_qkv.bias"), column_opts(sp),
+           G.at(prefix_ + "self_attention.linear_qkv.bias"), linear_opts(sp, overlap),
            prefix_ + "self_attention.linear_qkv"),
       fc1_(P.at(prefix_ + "mlp.linear_fc1.weight"), P.at(prefix_ + "mlp.linear_fc1.bias"),
-           G.at(prefix_ + "mlp.linear_fc1.weight"), G.at(prefix_ + "mlp.linear_fc1.bias"), column_opts(sp),
-           prefix_ + "mlp.linear_fc1"),
+           G.at(prefix_ + "mlp.linear_fc1.weight"), G.at(prefix_ + "mlp.linear_fc1.bias"),
+           linear_opts(sp, overlap), prefix_ + "mlp.linear_fc1"),
       proj_(P.at(prefix_ + "self_attention.linear_proj.weight"),
             P.at(prefix_ + "self_attention.linear_proj.bias"),
             G.at(prefix_ + "self_attention.linear_proj.weight"),
-            G.at(prefix_ + "self_attention.linear_proj.bias"), row_opts(sp),
+            G.at(prefix_ + "self_attention.linear_proj.bias"), linear_opts(sp, overlap),
             prefix_ + "self_attention.linear_proj"),
       fc2_(P.at(prefix_ + "mlp.linear_fc2.weight"), P.at(prefix_ + "mlp.linear_fc2.bias"),
-           G.at(prefix_ + "mlp.linear_fc2.weight"), G.at(prefix_ + "mlp.linear_fc2.bias"), row_opts(sp),
-           prefix_ + "mlp.linear_fc2") {}
+           G.at(prefix_ + "mlp.linear_fc2.weight"), G.at(prefix_ + "mlp.linear_fc2.bias"),
+           linear_opts(sp, overlap), prefix_ + "mlp.linear_fc2") {}
 
 ops::DropoutKey TransformerLayer::hidden_key(const std::string& site, const LayerContext& ctx,
                                              int64_t local_rows) const {

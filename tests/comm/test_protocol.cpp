@@ -160,6 +160,28 @@ TEST_CASE(
   });
 }
 
+TEST_CASE("protocol: with buffer checks on, an in-place all_reduce_async waited after other work is no error") {
+  // The call writes its own buffer before wait(): that is not the caller modifying it (lab04's async
+  // backward all-reduce of dX, issued before the weight-gradient GEMM and waited after it).
+  GroupOptions o = quick();
+  o.check_buffers = true;
+  run_local_ranks(
+      2,
+      [](ProcessGroup& pg) {
+        Tensor t = Tensor::full({4}, float(pg.rank() + 1));
+        WorkPtr w = pg.all_reduce_async(t, ReduceOp::sum, {"dgrad"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the GEMM it overlaps
+        w->wait();
+        CHECK(t.at(3) == 3.f);
+        const auto recs = pg.recorder().records();
+        REQUIRE(recs.size() == 1);
+        // t_waited: when wait() returned, after the call completed and after the 20 ms of "GEMM".
+        CHECK(recs[0].t_waited >= recs[0].t_end);
+        CHECK(recs[0].t_waited >= recs[0].t_issue + 0.019);
+      },
+      o);
+}
+
 TEST_CASE("protocol: with buffer checks on, a send buffer modified before wait() is an error") {
   GroupOptions o = quick();
   o.check_buffers = true;

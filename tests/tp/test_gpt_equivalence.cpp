@@ -27,7 +27,7 @@ GPTConfig odd_config(int64_t heads) {
 }
 
 /// Runs one step at dp × tp on world_size ranks and compares everything with the reference.
-void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0.f) {
+void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0.f, bool overlap = false) {
   GPTConfig c = cfg;
   c.dropout = dropout;
   const int64_t b_global = 2 * dp, s = c.seq;
@@ -40,7 +40,7 @@ void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0
     ref.backward();
 
     ParallelState ps(comm::init_from_env(), tp);
-    model::ParallelGPT gpt(c, 42, ps, {.sequence_parallel = sp});
+    model::ParallelGPT gpt(c, 42, ps, {.sequence_parallel = sp, .tp_comm_overlap = overlap});
     const int64_t b_local = b_global / dp;
     TokenBatch my_ids{
         b_local,
@@ -119,6 +119,23 @@ TEST_CASE("tp step equals reference with dropout p=0.1: tp=2 + SP") {
 }
 TEST_CASE("tp step equals reference with dropout p=0.1: tp=4") {
   check_step(odd_config(12), 4, 1, false, 0.1f);
+}
+
+// lab04: the same step with tp_comm_overlap (async backward collectives, the forward GEMM rings).
+TEST_CASE("tp step equals reference with tp_comm_overlap: tp=2") {
+  check_step(odd_config(12), 2, 1, false, 0.f, true);
+}
+TEST_CASE("tp step equals reference with tp_comm_overlap: tp=3 + SP, 3 heads") {
+  check_step(odd_config(3), 3, 1, true, 0.f, true);
+}
+TEST_CASE("tp step equals reference with tp_comm_overlap: dp=2 x tp=2 + SP") {
+  check_step(odd_config(12), 2, 2, true, 0.f, true);
+}
+TEST_CASE("tp step equals reference with tp_comm_overlap and dropout p=0.1: tp=2 + SP") {
+  check_step(odd_config(12), 2, 1, true, 0.1f, true);
+}
+TEST_CASE("tp step equals reference with tp_comm_overlap: tp=4 + SP") {
+  check_step(odd_config(12), 4, 1, true, 0.f, true);
 }
 
 TEST_CASE("tp step equals reference: tp=2 + SP, s=11 padded to 12 (pad_sequence)") {

@@ -12,6 +12,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--tp", o.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
   app.add_option("--dp", o.dp, "data-parallel size")->check(CLI::PositiveNumber);
   app.add_flag("--sp,!--no-sp", o.sequence_parallel, "sequence parallelism on/off");
+  app.add_flag("--tp-comm-overlap", o.tp_comm_overlap,
+               "overlap the linear layers' TP communication with their GEMMs (Megatron's tp_comm_overlap)");
   app.add_option("--steps", o.steps, "training steps")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed of parameters, data and dropout");
   app.add_option("--dropout", o.gpt.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
@@ -37,7 +39,8 @@ std::string train_options_flags(const TrainOptions& o) {
              o.tp, o.dp, o.sequence_parallel ? "--sp" : "--no-sp", o.steps, o.seed, o.gpt.dropout, o.text,
              o.batch, o.gpt.seq, o.gpt.hidden, o.gpt.heads, o.gpt.layers, o.adamw.lr,
              o.link.empty() ? "" : " --link " + o.link) +
-         (o.check_collectives ? " --check-collectives" : "");
+         (o.check_collectives ? " --check-collectives" : "") +
+         (o.tp_comm_overlap ? " --tp-comm-overlap" : "");
 }
 
 }  // namespace tpsp::train

@@ -20,7 +20,8 @@ struct TrainOptions {
   int tp = 2;
   int dp = 1;
   bool sequence_parallel = true;
-  std::string link;  ///< link emulation spec (empty = off), e.g. "nvlink", "2GB/s"
+  bool tp_comm_overlap = false;  ///< --tp-comm-overlap: overlap TP communication with GEMMs (lab04)
+  std::string link;              ///< link emulation spec (empty = off), e.g. "nvlink", "2GB/s"
   /// Fingerprint every collective (desync detection, ProcessGroup GroupOptions::fingerprints): one
   /// small all-gather per call, 7–11% of a step on 2 cores. Off by default in training; ./check and
   /// the tests always have it on.

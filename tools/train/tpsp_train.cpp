@@ -47,14 +47,15 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
   std::filesystem::create_directories(out_dir);
   auto world = comm::init_from_env();
   world->set_fingerprints(o.check_collectives);  // before the TP/DP groups, which inherit it
-  trace::install(world->recorder_ptr());  // trace.json shows compute beside communication
+  trace::install(world->recorder_ptr());         // trace.json shows compute beside communication
   TPSP_CHECK(world->size() == o.tp * o.dp, "dp=", o.dp, " x tp=", o.tp, " = ", o.dp * o.tp,
              " ranks are needed but the launcher started world_size=", world->size());
   TPSP_CHECK(o.batch % o.dp == 0, "global batch b=", o.batch, " is not divisible by dp=", o.dp);
   if (!o.link.empty()) world->set_link(comm::LinkModel::parse(o.link));
   ParallelState ps(world, o.tp);
   const train::ByteDataset data(o.text);
-  model::ParallelGPT gpt(o.gpt, o.seed, ps, {.sequence_parallel = o.sequence_parallel});
+  model::ParallelGPT gpt(o.gpt, o.seed, ps,
+                         {.sequence_parallel = o.sequence_parallel, .tp_comm_overlap = o.tp_comm_overlap});
   const int64_t b_local = o.batch / o.dp;
 
   std::vector<float> losses;
@@ -92,9 +93,11 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
     std::filesystem::create_directories(out_dir + "/params");
     for (const auto& [name, shard] : gpt.params()) {
       const model::ShardSpec& spec = gpt.shard_spec(name);
-      Tensor whole =
-          spec.placement.is_shard() ? ps.tp().all_gather(shard, spec.placement.dim, {"gather_params"}) : shard;
-      if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() && spec.placement == Placement::Shard(0))
+      Tensor whole = spec.placement.is_shard()
+                         ? ps.tp().all_gather(shard, spec.placement.dim, {"gather_params"})
+                         : shard;
+      if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() &&
+          spec.placement == Placement::Shard(0))
         whole = whole.slice0(0, o.gpt.vocab);
       if (world->rank() == 0) io::save_npy(out_dir + "/params/" + name + ".npy", whole);
     }
@@ -105,6 +108,7 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
                    {"tp", o.tp},
                    {"dp", o.dp},
                    {"sequence_parallel", o.sequence_parallel},
+                   {"tp_comm_overlap", o.tp_comm_overlap},
                    {"comm_step", comm_summary(step_records)},
                    {"comm_step_calls", step_records.size()},
                    {"activation_bytes_per_layer", mem_this},

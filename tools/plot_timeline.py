@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Draws the timeline of one step from the recorder's Chrome traces (engine/comm/recorder.h
+chrome_trace(): one JSON per rank, "X" events, cat "compute" or "comm", ts/dur in µs since the Unix
+epoch so the ranks line up): one lane per rank for compute and one for communication, one panel per
+trace directory (e.g. serial and overlapped), on a shared time scale from each panel's first event.
+
+Usage:
+  plot_timeline.py OUT.png LABEL=DIR [LABEL=DIR ...]    DIR holds rank<r>.json (or rank<r>/trace.json)
+
+Each panel's title gives the step's span and the overlap figure of every rank: communication time
+covered by computation ÷ communication time (the definition of engine/comm/recorder.h).
+Exits 1 naming the directory when it holds no trace. Needs matplotlib (/usr/bin/python3).
+"""
+import glob
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"gemm": "#4c72b0", "attention": "#55a868", "send": "#dd8452", "recv": "#c44e52",
+          "all_gather": "#8172b3", "reduce_scatter": "#937860", "all_reduce": "#da8bc3"}
+
+
+def load(directory):
+    """{rank: [events]} of the traces in directory; raises FileNotFoundError naming it when none."""
+    files = sorted(glob.glob(os.path.join(directory, "rank*.json")) +
+                   glob.glob(os.path.join(directory, "rank*", "trace.json")))
+    if not files:
+        raise FileNotFoundError(f"{directory}: no rank*.json or rank*/trace.json trace found")
+    out = {}
+    for f in files:
+        events = [e for e in json.load(open(f))["traceEvents"] if e.get("ph") == "X"]
+        for e in events:
+            out.setdefault(e["pid"], []).append(e)
+    return out
+
+
+def union(intervals):
+    merged = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return merged
+
+
+def overlap(events):
+    """|comm ∩ compute| / |comm| over the unions of the intervals (0 without communication)."""
+    comm = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "comm"])
+    comp = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "compute"])
+    total = sum(b - a for a, b in comm)
+    covered = sum(max(0, min(b, d) - max(a, c)) for a, b in comm for c, d in comp)
+    return covered / total if total > 0 else 0.0
+
+
+def kind(e):
+    return e["args"].get("op") or e["args"].get("name") or e["name"].split()[0]
+
+
+def draw(ax, label, ranks):
+    t0 = min(e["ts"] for evs in ranks.values() for e in evs)
+    t1 = max(e["ts"] + e["dur"] for evs in ranks.values() for e in evs)
+    lanes, figures = [], []
+    for r in sorted(ranks):
+        for lane, cat in ((f"rank {r} compute", "compute"), (f"rank {r} comm", "comm")):
+            y = len(lanes)
+            lanes.append(lane)
+            for e in ranks[r]:
+                if e.get("cat") != cat or kind(e) == "barrier":
+                    continue
+                ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y - 0.4, 0.8),
+                               color=COLORS.get(kind(e), "#999999"), edgecolor="black", linewidth=0.3)
+        figures.append(f"rank {r} {100 * overlap(ranks[r]):.0f}%")
+    ax.set_yticks(range(len(lanes)))
+    ax.set_yticklabels(lanes)
+    ax.invert_yaxis()
+    ax.set_title(f"{label}: {(t1 - t0) / 1e3:.1f} ms; communication covered by compute: " + ", ".join(figures),
+                 fontsize=9)
+
+
+def main(argv):
+    if len(argv) < 3 or any("=" not in a for a in argv[2:]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    panels = [a.split("=", 1) for a in argv[2:]]
+    try:
+        data = [(label, load(d)) for label, d in panels]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError) as e:
+        print(f"plot_timeline.py: {e}", file=sys.stderr)
+        return 1
+    lanes = sum(2 * len(r) for _, r in data)
+    fig, axes = plt.subplots(len(data), 1, figsize=(11, 1.0 + 0.5 * lanes + 0.6 * len(data)), squeeze=False)
+    xmax = max((max(e["ts"] + e["dur"] for evs in r.values() for e in evs) -
+                min(e["ts"] for evs in r.values() for e in evs)) / 1e3 for _, r in data)
+    for ax, (label, ranks) in zip(axes[:, 0], data):
+        draw(ax, label, ranks)
+        ax.set_xlim(0, xmax * 1.02)
+    axes[-1, 0].set_xlabel("ms from the first event of the panel")
+    present = {kind(e) for _, r in data for evs in r.values() for e in evs}
+    handles = [matplotlib.patches.Patch(color=c, label=k) for k, c in COLORS.items() if k in present]
+    fig.legend(handles=handles, loc="lower center", ncol=max(1, len(handles)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(argv[1], dpi=110)
+    print(f"wrote {argv[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
