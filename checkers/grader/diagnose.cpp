@@ -136,9 +136,10 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
     return "all zeros: the result never reached the returned tensor (a stale or unwritten buffer?)";
   if (const int64_t nan = count_non_finite(got); nan > 0 && count_non_finite(want) == 0)
     return fmt::format(
-        "{} of {} values are NaN or inf: ./check fills every fresh output with NaN until it is written, so a "
-        "buffer read before it was written — e.g. an async collective's output read before its wait() — "
-        "shows as NaN (or the computation overflowed)",
+        "{} of {} values are NaN or inf: ./check fills every fresh output with NaN until it is written, and "
+        "an async call's output or receive buffer until the call completes, so a buffer read too early — "
+        "e.g. an async collective's output or a recv_async buffer read before its wait() — shows as NaN "
+        "(or the computation overflowed)",
         nan, got.numel());
   if (dg.passes > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(dg.passes)), rtol, atol)) {
     const std::string assigned = fmt::format(

@@ -18,7 +18,8 @@ namespace tpsp::comm {
 ///    TPSP_GLOO_HOSTNAME (an address to bind) when set.
 ///  - options: TPSP_COMM_TIMEOUT (seconds, default 60), TPSP_COMM_FINGERPRINT (0 turns the check off),
 ///    TPSP_LINK (link emulation, see LinkModel::parse), TPSP_COMM_CHECK_BUFFERS (1: an async call's
-///    buffers must not change before its wait(); ./check sets it).
+///    buffers must not change before its wait(), and its output reads NaN until it completes; ./check
+///    sets it).
 /// Throws ShapeError on inconsistent variables (rank >= world size, ...) and CommError if the
 /// rendezvous fails or times out.
 std::shared_ptr<ProcessGroup> init_from_env();

@@ -14,7 +14,9 @@
 //    waited) in the Recorder, and marks an async call whose Work was never waited;
 //  - reduces low-precision tensors in float32 (bf16 is widened, reduced, rounded once);
 //  - with buffer checks on (TPSP_COMM_CHECK_BUFFERS=1, set by ./check), fingerprints the bytes an async
-//    call reads at issue and raises in wait() if the caller modified them before waiting;
+//    call reads at issue and raises in wait() if the caller modified them before waiting, and has an
+//    async call write a staged buffer while the caller's output reads NaN until the call completes
+//    (after the emulated link's delay), so a read before wait() never sees data that arrived early;
 //  - on any failure kills every group of the world (so peers fail in about a second, not at their
 //    timeout); later calls raise "group X is dead after an earlier failure".
 #pragma once
@@ -167,6 +169,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     GroupOptions opts;
     double t_issue = 0;
     bool async = true;
+    /// Check mode (staged_output): copies the staged result into the caller's output; run() calls it
+    /// once the call completed, after the emulated link's delay.
+    std::function<void()> deliver;
   };
   struct Domain;
   using Body = std::function<void(const Call&)>;
@@ -186,6 +191,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void run(const Call& c, const Body& body, const WorkPtr& work);
   /// Posts a point-to-point call and queues its completion.
   WorkPtr post_p2p(Call c, const Tensor& t, int peer, bool is_send);
+  /// With buffer checks on (check_buffers) and an async call: returns a fresh tensor for the call to
+  /// write, fills `out` with NaN now and sets c.deliver to copy the result into `out` when the call
+  /// completes, so that a consumer reading `out` before wait() reads NaN, never data that happened to
+  /// arrive early (loopback is fast; an emulated link completes late on purpose). Otherwise `out`.
+  Tensor staged_output(Call& c, Tensor& out) const;
   /// Fingerprints `reads` now and makes the Work raise at wait() if they changed (check_buffers).
   void guard_buffers(const Call& c, const WorkPtr& work, const std::vector<Tensor>& reads) const;
   /// The message of the exception in flight, as a CommError naming the call; records the failure and

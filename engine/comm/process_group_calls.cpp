@@ -48,8 +48,9 @@ WorkPtr ProcessGroup::issue_all_gather(const Tensor& in, Tensor& out, int64_t di
   c.dim = d;
   c.arg = d;
   const int n = size_;
+  Tensor target = staged_output(c, out);
   return enqueue(std::move(c),
-                 [this, in, out, d, n](const Call& cl) mutable {
+                 [this, in, out = target, d, n](const Call& cl) mutable {
                    if (in.numel() == 0) return;
                    if (n == 1) {
                      out.copy_from(in.reshape(out.shape()));
@@ -82,9 +83,10 @@ WorkPtr ProcessGroup::issue_reduce_scatter(const Tensor& in, Tensor& out, int64_
   c.arg = d;
   c.reduce = op;
   const int n = size_;
+  Tensor target = staged_output(c, out);
   return enqueue(
       std::move(c),
-      [this, in, out, d, op, n](const Call& cl) mutable {
+      [this, in, out = target, d, op, n](const Call& cl) mutable {
         if (in.numel() == 0) return;
         const int64_t k = out.size(d);
         Tensor src = in.to(DType::f32);  // dim 0: chunk i is rows [i*k, (i+1)*k), contiguous (no copy)
@@ -107,8 +109,9 @@ WorkPtr ProcessGroup::issue_all_to_all(const Tensor& in, Tensor& out, const Call
              ": output must not share storage with the input");
   Call c = make_call(OpKind::all_to_all, &in, in.shape(), in.nbytes(), o, async);
   const int n = size_;
+  Tensor target = staged_output(c, out);
   return enqueue(std::move(c),
-                 [this, in, out, n](const Call& cl) mutable {
+                 [this, in, out = target, n](const Call& cl) mutable {
                    if (in.numel() == 0) return;
                    if (n == 1) {
                      out.copy_from(in);

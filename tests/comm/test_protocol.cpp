@@ -160,7 +160,8 @@ TEST_CASE(
   });
 }
 
-TEST_CASE("protocol: with buffer checks on, an in-place all_reduce_async waited after other work is no error") {
+TEST_CASE(
+    "protocol: with buffer checks on, an in-place all_reduce_async waited after other work is no error") {
   // The call writes its own buffer before wait(): that is not the caller modifying it (lab04's async
   // backward all-reduce of dX, issued before the weight-gradient GEMM and waited after it).
   GroupOptions o = quick();
@@ -178,6 +179,40 @@ TEST_CASE("protocol: with buffer checks on, an in-place all_reduce_async waited 
         // t_waited: when wait() returned, after the call completed and after the 20 ms of "GEMM".
         CHECK(recs[0].t_waited >= recs[0].t_end);
         CHECK(recs[0].t_waited >= recs[0].t_issue + 0.019);
+      },
+      o);
+}
+
+TEST_CASE("protocol: with buffer checks on, an async call's output reads NaN until the call completes") {
+  // A consumer that reads a receive buffer before wait() must not see data that happened to arrive
+  // early: loopback delivers at once, while the emulated link completes the call 200 ms later.
+  GroupOptions o = quick();
+  o.check_buffers = true;
+  o.link = LinkModel::parse("1GB/s,200ms");
+  run_local_ranks(
+      2,
+      [](ProcessGroup& pg) {
+        const int peer = 1 - pg.rank();
+        Tensor mine = Tensor::full({4}, float(pg.rank() + 1));
+        Tensor got = Tensor::full({4}, 7.f);  // stale contents: never visible again before wait()
+        WorkPtr s = pg.send_async(mine, peer, {"chunk"});
+        WorkPtr r = pg.recv_async(got, peer, {"chunk"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the bytes are there by now
+        CHECK(std::isnan(got.at(0)));
+        CHECK(std::isnan(got.at(3)));
+        s->wait();
+        r->wait();
+        CHECK(got.at(0) == float(peer + 1));
+        CHECK(got.at(3) == float(peer + 1));
+
+        Tensor gathered;
+        WorkPtr g = pg.all_gather_async(mine, gathered, 0, {"ag"});
+        CHECK(gathered.numel() == 8);
+        CHECK(std::isnan(gathered.at(0)));
+        CHECK(std::isnan(gathered.at(7)));
+        g->wait();
+        CHECK(gathered.at(0) == 1.f);
+        CHECK(gathered.at(7) == 2.f);
       },
       o);
 }
