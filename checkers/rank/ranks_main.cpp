@@ -1,9 +1,10 @@
 // tpsp-lab-ranks[-labNN]: runs checker scenarios on one rank and dumps what each produced. Started
 // by ./check (tpsp-check) through the launcher; links the learner's files (or, for tpsp-lab-ranks,
 // the engine's own solution). World = dp × tp ranks (--tp; TP ranks contiguous). `--scenario ID
-// --out DIR` may be repeated (pairwise): the scenarios then run one after the other in this process,
-// on the same communication groups (a batch: ./check saves a process start and a group set-up per
-// scenario). Under each DIR/rank<w>/:
+// --out DIR` may be repeated (pairwise): the scenarios then run one after the other, each in a child
+// forked from this process before any learner code ran (a batch: ./check saves an exec and the
+// libraries' start per scenario, and each scenario still starts from a fresh process's state). Under
+// each DIR/rank<w>/:
 //   <output>.npy   every output tensor of the scenario (this rank's local tensor)
 //   result.json    {"status": "ok" | "todo" | "error", "message", "seconds",
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
@@ -13,10 +14,15 @@
 // It exits 0 when every scenario was ok; at the first one that is not, it stops there and exits 3 (a
 // TODO is not implemented yet) or 1 (an error), the later scenarios left without a result.json.
 // Stopped by SIGTERM (the launcher's budget), it prints where its main thread was before it exits.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -142,6 +148,28 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
   return code;
 }
 
+/// Joins the world (init_from_env), runs scenario `id` on this rank and dumps it under OUT/rank<w>/;
+/// returns the exit code (0 ok, 3 todo, 1 error). A failure to join is filed as the scenario's result.
+int run_alone(const std::string& id, const std::string& out_dir, int tp_size, bool sp, uint64_t seed) {
+  std::shared_ptr<ParallelState> state;
+  int rank = 0;
+  try {
+    auto world = comm::init_from_env();
+    keep_open_until_exit(world);
+    trace::install(world->recorder_ptr());  // compute spans beside the communication records
+    rank = world->rank();
+    checkers::set_where_rank(rank);
+    state = std::make_shared<ParallelState>(world, tp_size > 0 ? tp_size : world->size());
+    keep_open_until_exit(state);
+  } catch (const std::exception& e) {
+    const bool todo = dynamic_cast<const NotImplemented*>(&e) != nullptr;
+    write_result(out_dir, rank,
+                 {{"status", todo ? "todo" : "error"}, {"message", e.what()}, {"calls", json::array()}});
+    return todo ? 3 : 1;
+  }
+  return run_scenario(id, out_dir, *state, sp, seed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,23 +195,32 @@ int main(int argc, char** argv) {
                  ids.size(), out_dirs.size());
     return 2;
   }
-  std::shared_ptr<ParallelState> state;
-  int rank = 0;
-  try {
-    auto world = comm::init_from_env();
-    keep_open_until_exit(world);
-    trace::install(world->recorder_ptr());  // compute spans beside the communication records
-    rank = world->rank();
-    checkers::set_where_rank(rank);
-    state = std::make_shared<ParallelState>(world, tp_size > 0 ? tp_size : world->size());
-    keep_open_until_exit(state);
-  } catch (const std::exception& e) {  // filed as the first scenario's result
-    const bool todo = dynamic_cast<const NotImplemented*>(&e) != nullptr;
-    write_result(out_dirs.front(), rank,
-                 {{"status", todo ? "todo" : "error"}, {"message", e.what()}, {"calls", json::array()}});
-    return todo ? 3 : 1;
+  if (ids.size() == 1) return run_alone(ids[0], out_dirs[0], tp_size, sp, seed);
+  // A batch: each scenario in a child forked from this process, which has run no learner code (only
+  // the static initializers any fresh process runs), so every scenario starts from the state of a
+  // fresh process, as when it runs alone — learner code that behaves differently on its first call
+  // gets the same verdict in a batch. The fork saves the exec, the dynamic link and the libraries'
+  // start; each child does its own rendezvous, under TPSP_STORE_DIR/s<i>.
+  const char* store = std::getenv("TPSP_STORE_DIR");
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::string sub;
+    if (store != nullptr) {
+      sub = std::string(store) + "/s" + std::to_string(i);
+      std::error_code ec;
+      std::filesystem::create_directories(sub, ec);
+    }
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+      if (!sub.empty()) ::setenv("TPSP_STORE_DIR", sub.c_str(), 1);
+      std::exit(run_alone(ids[i], out_dirs[i], tp_size, sp, seed));
+    }
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (code != 0) return code;  // the grader runs this scenario, and the later ones, alone
   }
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    if (const int code = run_scenario(ids[i], out_dirs[i], *state, sp, seed); code != 0) return code;
   return 0;
 }
