@@ -35,12 +35,12 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path);
 
 /// Runs `runs` (one or more, all in the same layout with the same SP setting) in ONE launch of the
-/// rank program `bin`: each rank runs the scenarios in turn on the same groups, each dumping under its
-/// run's dir (`--scenario ID --out DIR` repeated), and stops at the first one that is not ok. The
-/// launcher's budget is `budget` seconds; the rendezvous directory and the launcher's log
-/// (launcher.log) go under `scratch`. Ranks run with the checks' settings: collective timeout
-/// budget + 10 s (a stuck run is stopped by the launcher first, whose SIGTERM makes every rank print
-/// where it was), send buffers checked, Tensor::empty poisoned with NaN. Returns run_ranks' code.
+/// rank program `bin`: each rank runs the scenarios in turn, each in a child forked before any learner
+/// code ran (a fresh process's state), each dumping under its run's dir (`--scenario ID --out DIR` repeated),
+/// and stops at the first one that is not ok. The launcher's budget is `budget` seconds; the rendezvous
+/// directory and the launcher's log (launcher.log) go under `scratch`. Ranks run with the checks' settings:
+/// collective timeout budget + 10 s (a stuck run is stopped by the launcher first, whose SIGTERM makes every
+/// rank print where it was), send buffers checked, Tensor::empty poisoned with NaN. Returns run_ranks' code.
 int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& runs, uint64_t seed,
                 double budget, const std::string& scratch);
 
