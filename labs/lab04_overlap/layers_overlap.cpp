@@ -21,9 +21,9 @@ Tensor ColumnParallelLinear::forward_overlap(const Tensor& x, LinearSaved& saved
   // TODO(lab04 ColumnParallelLinear forward overlap): save the input as it came (the [s/tp, b, in]
   // shard under SP: never the gathered whole, which would cost tp× the memory — and never a buffer
   // that someone else reuses). Under SP compute X·A_rᵀ with all_gather_matmul (no all_gather
-  // call); without SP f is the identity and there is nothing to overlap. Then the bias and
-  // gather_output as in layers.cpp.
-  TPSP_LAB_TODO("lab04 ColumnParallelLinear forward overlap: save the input as it came (the [s/tp, b, in] shard under SP: never the gathered whole, which would cost tp× the memory — and never a buffer that someone else reuses). Under SP compute X·A_rᵀ with all_gather_matmul (no all_gather call); without SP f is the identity and there is nothing to overlap. Then the bias and gather_output as in layers.cpp");
+  // call; label name + ".ag"); without SP f is the identity and there is nothing to overlap. Then the
+  // bias and gather_output as in lab01's ColumnParallelLinear (labs/lab01_tp_layers/README.md).
+  TPSP_LAB_TODO("lab04 ColumnParallelLinear forward overlap: save the input as it came (the [s/tp, b, in] shard under SP: never the gathered whole, which would cost tp× the memory — and never a buffer that someone else reuses). Under SP compute X·A_rᵀ with all_gather_matmul (no all_gather call; label name + \".ag\"); without SP f is the identity and there is nothing to overlap. Then the bias and gather_output as in lab01's ColumnParallelLinear (labs/lab01_tp_layers/README.md)");
 }
 
 Tensor ColumnParallelLinear::backward_overlap(const Tensor& dy_in, const LinearSaved& saved,
@@ -39,10 +39,10 @@ Tensor ColumnParallelLinear::backward_overlap(const Tensor& dy_in, const LinearS
 }
 
 Tensor RowParallelLinear::forward_overlap(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
-  // TODO(lab04 RowParallelLinear forward overlap): as layers.cpp, but under SP the partial product
-  // and its reduce-scatter are one matmul_reduce_scatter ring (label name + ".rs"); without SP g's
+  // TODO(lab04 RowParallelLinear forward overlap): as lab01's RowParallelLinear, but under SP the partial
+  // product and its reduce-scatter are one matmul_reduce_scatter ring (label name + ".rs"); without SP g's
   // all-reduce needs the whole product and stays blocking. Bias after the reduction.
-  TPSP_LAB_TODO("lab04 RowParallelLinear forward overlap: as layers.cpp, but under SP the partial product and its reduce-scatter are one matmul_reduce_scatter ring (label name + \".rs\"); without SP g's all-reduce needs the whole product and stays blocking. Bias after the reduction");
+  TPSP_LAB_TODO("lab04 RowParallelLinear forward overlap: as lab01's RowParallelLinear, but under SP the partial product and its reduce-scatter are one matmul_reduce_scatter ring (label name + \".rs\"); without SP g's all-reduce needs the whole product and stays blocking. Bias after the reduction");
 }
 
 Tensor RowParallelLinear::backward_overlap(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
