@@ -88,6 +88,18 @@ int parse(int argc, char** argv, Options& o) {
     app.exit(e);
     return kUsage;
   }
+  // An option given with an empty value is a mistake (a shell variable that was not set), not "default".
+  for (const char* name : {"--seed", "--only", "--json", "--binary", "--tp"})
+    if (app.count(name) > 0 && app[name]->as<std::string>().empty()) {
+      std::fprintf(stderr, "./check: %s was given an empty value\n", name);
+      return kUsage;
+    }
+  {  // a lab named twice is checked once
+    std::vector<std::string> unique;
+    for (const std::string& l : o.labs)
+      if (std::find(unique.begin(), unique.end(), l) == unique.end()) unique.push_back(l);
+    o.labs = unique;
+  }
   for (std::size_t pos = 0; !tp_text.empty() && pos <= tp_text.size();) {
     const std::size_t comma = std::min(tp_text.find(',', pos), tp_text.size());
     const std::string item = tp_text.substr(pos, comma - pos);
