@@ -337,11 +337,11 @@ int main(int argc, char** argv) {
                fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp)});
     }
     for (const PlannedRun& r : plan) fs::create_directories(r.dir);
-    // First the runs that share a layout and an SP setting, in one launch each (a process start and a
-    // group set-up per run saved). Only a batch whose every rank ended ok counts, and only for its runs
-    // that then pass: every other run is run again on its own below, so a verdict against a learner's
-    // code, and what it prints, always come from a run of that scenario alone. --timeout sets one run's
-    // budget, so with it every run is on its own.
+    // First the runs that share a layout and an SP setting, in one launch each (an exec and the
+    // libraries' start per run saved; each scenario runs in a fresh forked child). Only a batch whose every
+    // rank ended ok counts, and only for its runs that then pass: every other run is run again on its own
+    // below, so a verdict against a learner's code, and what it prints, always come from a run of that
+    // scenario alone. --timeout sets one run's budget, so with it every run is on its own.
     const std::vector<bool> batched =
         o.timeout > 0 ? std::vector<bool>(plan.size(), false) : run_batches(lab, bin, plan, o.seed, work);
     if (g_interrupted) return interrupted(work);
@@ -350,13 +350,16 @@ int main(int argc, char** argv) {
       const PlannedRun& r = plan[i];
       const Scenario& sc = *r.sc;
       const ExpectedOutputs& want = expected.get(sc, r.layout.tp, r.sp);
+      auto file = [&](GradeResult g, double seconds) {  // --verbose extras, then the report's line
+        if (o.verbose) write_expected(want, r.dir + "/expected");
+        if (o.verbose && sc.timeline) plot_timeline(r.dir, sc.id());
+        g.seconds = seconds;
+        report.add(g, r.dir);
+      };
       if (batched[i]) {
         GradeResult g = grade(sc, r.layout, r.sp, want, {r.dir, 0, ""});
         if (g.verdict == Verdict::passed) {
-          if (o.verbose) write_expected(want, r.dir + "/expected");
-          if (o.verbose && sc.timeline) plot_timeline(r.dir, sc.id());
-          g.seconds = run_seconds(r.dir);
-          report.add(g, r.dir);
+          file(std::move(g), run_seconds(r.dir));
           continue;
         }
       }
@@ -373,10 +376,7 @@ int main(int argc, char** argv) {
             "endless loop, or ranks waiting for a call their peers never make; the launcher's lines above "
             "show where each rank was",
             budget));
-      if (o.verbose) write_expected(want, r.dir + "/expected");
-      if (o.verbose && sc.timeline) plot_timeline(r.dir, sc.id());
-      g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      report.add(g, r.dir);
+      file(std::move(g), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   if (report.runs() == 0 && report.failed() == 0) {
