@@ -43,7 +43,9 @@ struct Options {
   bool all = false, solution = false, verbose = false, list = false, no_dp = false;
   std::string only, json_path, binary, seed_text, backend = "gloo";
   std::vector<int> tps;
-  double timeout = 0;  // 0: each scenario's own budget
+  double timeout = 0;     // 0: each scenario's own budget
+  long confine_uid = -1;  // ./grade: confined ranks (launch.h confine_launches)
+  double rank_memory_mib = 4096, rank_cpu_s = 120, rank_file_mib = 64, rank_procs = 256;
   uint64_t seed = 0;
 };
 
@@ -80,6 +82,17 @@ int parse(int argc, char** argv, Options& o) {
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--backend", o.backend, "communication backend (gloo; nccl needs a GPU build)");
   app.add_flag("--list", o.list, "list the labs and their scenarios, then exit");
+  app.add_option("--confine-uid", o.confine_uid,
+                 "(./grade) run each launch's ranks as uid N + k, in their own namespaces (needs root)")
+      ->check(CLI::Range(1000L, 2000000000L));
+  app.add_option("--rank-memory-mib", o.rank_memory_mib, "(with --confine-uid) address space of a rank, MiB")
+      ->check(CLI::Range(256.0, 1048576.0));
+  app.add_option("--rank-cpu-s", o.rank_cpu_s, "(with --confine-uid) CPU seconds of a rank process")
+      ->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--rank-file-mib", o.rank_file_mib, "(with --confine-uid) largest file a rank writes, MiB")
+      ->check(CLI::Range(1.0, 65536.0));
+  app.add_option("--rank-procs", o.rank_procs, "(with --confine-uid) processes + threads of one launch's uid")
+      ->check(CLI::Range(16.0, 100000.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -140,6 +153,11 @@ int parse(int argc, char** argv, Options& o) {
     return kUsage;
   }
   if (o.seed_text.empty()) o.seed = std::random_device{}() % 1000000;
+  if (o.confine_uid >= 0 && ::geteuid() != 0) {
+    std::fprintf(stderr,
+                 "./check: --confine-uid needs root (it runs the ranks as other users, in namespaces)\n");
+    return kUsage;
+  }
 #ifdef TPSP_LEARNER_COPY
   if (o.solution) {
     std::fprintf(
@@ -198,10 +216,15 @@ class ExpectedCache {
 /// dumps, the launcher's log) and deletes them soon after; on a disk file system creating them is most
 /// of the kernel's work in a check, so they go to memory (/dev/shm, a tmpfs) when it can be written.
 /// --verbose keeps the files for reading later, so they go to $TMPDIR (else /tmp) as before.
-std::string scratch_base(bool keep) {
-  if (!keep && ::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+/// Confined launches mount their own /tmp and /dev/shm, so their runs go to $TMPDIR when it is elsewhere,
+/// else /var/tmp.
+std::string scratch_base(bool keep, bool confined) {
   const char* tmpdir = std::getenv("TMPDIR");
-  return tmpdir && *tmpdir ? tmpdir : "/tmp";
+  const std::string env = tmpdir ? tmpdir : "";
+  if (confined)
+    return !env.empty() && env.rfind("/tmp", 0) != 0 && env.rfind("/dev/shm", 0) != 0 ? env : "/var/tmp";
+  if (!keep && ::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+  return !env.empty() ? env : "/tmp";
 }
 
 /// Removes what checks that were killed (SIGKILL, a ctest timeout) left in memory: the directories
@@ -312,7 +335,7 @@ int main(int argc, char** argv) {
     }
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
-  const std::string scratch = scratch_base(o.verbose);
+  const std::string scratch = scratch_base(o.verbose, o.confine_uid >= 0);
   if (!o.verbose) remove_abandoned_scratch(scratch);
   std::string tmpl = fmt::format("{}/tpsp-check-{}-XXXXXX", scratch, ::getpid());
   if (!mkdtemp(tmpl.data())) {
@@ -321,6 +344,14 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   const std::string work = tmpl;
+  if (o.confine_uid >= 0) {  // each launch's ranks reach their own directories under WORK, nothing else
+    ::chmod(work.c_str(), 0711);
+    constexpr double kMiB = 1024.0 * 1024.0;
+    confine_launches({o.confine_uid, static_cast<unsigned long long>(o.rank_memory_mib * kMiB),
+                      static_cast<unsigned long long>(o.rank_cpu_s),
+                      static_cast<unsigned long long>(o.rank_file_mib * kMiB),
+                      static_cast<unsigned long long>(o.rank_procs)});
+  }
   ExpectedCache expected(o.seed);
   for (const std::string& lab : o.labs) {
     const std::string bin = !o.binary.empty() ? o.binary

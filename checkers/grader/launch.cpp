@@ -3,17 +3,25 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <net/if.h>
+#include <sched.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "tools/tpsp_run/env.h"
 #include "tools/tpsp_run/launcher.h"
@@ -23,10 +31,78 @@ namespace fs = std::filesystem;
 
 namespace tpsp::checkers {
 
+namespace {
+
+std::optional<run::Confinement> g_confine;  // set by confine_launches
+long g_launches = 0;                        // launches so far (each confined one gets its own uid)
+
+/// The confinement of the next launch: its own uid.
+std::optional<run::Confinement> next_confinement() {
+  if (!g_confine) return std::nullopt;
+  run::Confinement c = *g_confine;
+  c.uid += g_launches++ % 100000;
+  return c;
+}
+
+/// Gives `dir` to `uid`, closed to everyone else; false (with errno) when it cannot.
+bool hand_over(const std::string& dir, long uid) {
+  return ::chown(dir.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) == 0 &&
+         ::chmod(dir.c_str(), 0700) == 0;
+}
+
+/// In the launcher of a confined launch (root, before any rank starts): new mount, network and IPC
+/// namespaces, so that what the ranks leave in /tmp, /dev/shm, System V IPC or on a socket is seen by no
+/// other launch; the loopback interface up (Gloo connects the ranks through it). Returns "" or what failed.
+std::string isolate_launcher() {
+  if (::unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) != 0)
+    return fmt::format("unshare(mount, network, IPC namespaces): {}", std::strerror(errno));
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return fmt::format("making / private: {}", std::strerror(errno));
+  for (const char* dir : {"/tmp", "/dev/shm"})
+    if (::access(dir, F_OK) == 0 &&
+        ::mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777") != 0)
+      return fmt::format("a private tmpfs on {}: {}", dir, std::strerror(errno));
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq req{};
+  std::snprintf(req.ifr_name, IFNAMSIZ, "lo");
+  const bool up =
+      fd >= 0 && ::ioctl(fd, SIOCGIFFLAGS, &req) == 0 &&
+      (req.ifr_flags = static_cast<short>(req.ifr_flags | IFF_UP), ::ioctl(fd, SIOCSIFFLAGS, &req) == 0);
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  return up ? "" : fmt::format("bringing up the loopback interface: {}", std::strerror(err));
+}
+
+/// After a confined launch: takes `dir` back from the ranks' uid (every entry owned by root again, so
+/// nothing left running could change it while it is graded) and removes anything in it that is not a
+/// plain file or directory (a link to a file of the grader's, a FIFO that would block its read).
+void take_back(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> odd;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const fs::file_status st = it->symlink_status(ec);
+    if (fs::is_regular_file(st) || fs::is_directory(st)) {
+      [[maybe_unused]] const int r = ::lchown(it->path().c_str(), 0, 0);
+    } else {
+      odd.push_back(it->path());
+    }
+  }
+  for (const fs::path& p : odd) fs::remove(p, ec);
+  [[maybe_unused]] const int r = ::chown(dir.c_str(), 0, 0);
+}
+
+}  // namespace
+
+void confine_launches(const run::Confinement& limits) {
+  g_confine = limits;
+}
+
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
-              const std::vector<std::string>& env, const std::string& store, const std::string& log_path) {
-  namespace run = tpsp::run;
+              const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
+              const run::Confinement* confine) {
   run::JobSpec spec;
+  if (confine) spec.confine = *confine;
   spec.argv = argv;
   spec.timeout_s = budget;
   spec.tail_lines = 12;
@@ -44,12 +120,17 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
     ranks.push_back(r);
   }
   std::error_code ec;
-  if (!fs::create_directory(store, ec)) return 1;
+  if (!fs::create_directory(store, ec) || (confine && !hand_over(store, confine->uid))) return 1;
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log < 0) return 1;
   std::fflush(nullptr);  // the child must not inherit unwritten output
   const pid_t pid = ::fork();
   if (pid == 0) {  // the launcher: runs the job, writes its summary, ends without ./check's exit handlers
+    if (confine)
+      if (const std::string error = isolate_launcher(); !error.empty()) {
+        run::write_all(log, "tpsp-check: cannot confine the run: " + error + "\n");
+        ::_exit(1);
+      }
     run::LineRelay relay(ranks, spec.tail_lines, log, log);
     const run::JobOutcome outcome = run::run_job(spec, relay);
     run::write_all(log, run::format_summary(outcome, relay, spec.timeout_s, false));
@@ -80,10 +161,26 @@ int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& ru
   for (const PlannedRun* r : runs) {
     argv.insert(argv.end(), {"--scenario", r->sc->id(), "--out", r->dir});
   }
-  return run_ranks(
+  const std::optional<run::Confinement> confine = next_confinement();
+  if (confine) {
+    std::vector<std::string> dirs{scratch};
+    for (const PlannedRun* r : runs) dirs.push_back(r->dir);
+    for (const std::string& d : dirs)
+      if (!hand_over(d, confine->uid)) {
+        std::fprintf(stderr, "tpsp-check: cannot give %s to uid %ld: %s\n", d.c_str(), confine->uid,
+                     std::strerror(errno));
+        return 1;
+      }
+  }
+  const int code = run_ranks(
       argv, first.layout.world(), budget,
       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},
-      scratch + "/store", scratch + "/launcher.log");
+      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr);
+  if (confine) {
+    take_back(scratch);
+    for (const PlannedRun* r : runs) take_back(r->dir);
+  }
+  return code;
 }
 
 double batch_budget(const std::vector<const PlannedRun*>& runs) {

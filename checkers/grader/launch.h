@@ -8,8 +8,16 @@
 
 #include "checkers/grader/grade.h"
 #include "checkers/scenario.h"
+#include "tools/tpsp_run/launcher.h"
 
 namespace tpsp::checkers {
+
+/// Confined runs (./grade; tpsp-check --confine-uid): every later launch runs its ranks as their own
+/// uid (`limits.uid` + a launch counter, so that no two launches share one), under `limits`' rlimits,
+/// in fresh mount, network and IPC namespaces of the launcher (a private /tmp and /dev/shm, only the
+/// loopback interface), with its run and rendezvous directories owned by that uid and closed to every
+/// other (0700). The grader must run as root. Without a call nothing is confined.
+void confine_launches(const run::Confinement& limits);
 
 /// One run of a check: scenario `sc` in `layout` with SP on or off; its ranks dump under `dir`
 /// (rank<w>/ each, see checkers/rank/ranks_main.cpp).
@@ -31,8 +39,11 @@ struct PlannedRun {
 /// removed after the run), OPENBLAS_NUM_THREADS (unless set) and `env` ("NAME=value" each); reads
 /// /dev/null; runs in its own process group; past the budget it gets SIGTERM (it prints where it
 /// was), then SIGKILL. Its output lines and the launcher's summary go to `log_path`.
+/// With `confine` (a confined launch), the ranks run under it, `store` is given to its uid and the
+/// launcher first enters its own namespaces (confine_launches).
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
-              const std::vector<std::string>& env, const std::string& store, const std::string& log_path);
+              const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
+              const run::Confinement* confine = nullptr);
 
 /// Runs `runs` (one or more, all in the same layout with the same SP setting) in ONE launch of the
 /// rank program `bin`: each rank runs the scenarios in turn, each in a child forked before any learner

@@ -2,8 +2,10 @@
 #include "launcher.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,12 +140,43 @@ struct Proc {
   std::optional<Clock::time_point> sigkill_at;  // when SIGKILL was sent to its group
 };
 
-// In the child after fork: joins a new process group, wires stdin/stdout/stderr, restores default
-// signal handling and the caller's mask, then execs. Never returns; exits 127 (not found) or 126 (other
-// exec errors) after writing the reason to the rank's stderr (so it shows up in the relay).
+// Writes `message` to fd 2 and ends the child with `code` (between fork and exec: no stdio, no exit
+// handlers).
+[[noreturn]] void child_fail(const std::string& message, int code) {
+  [[maybe_unused]] const ssize_t n = write(2, message.data(), message.size());
+  _exit(code);
+}
+
+// In the child after fork: applies `c` (limits first, then the identity: a uid change clears the
+// parent-death signal, which is therefore set after it). Ends the child with 126 when one cannot be applied.
+void confine_child(const Confinement& c) {
+  auto limit = [](int resource, unsigned long long value, const char* name) {
+    if (value == 0) return;
+    const rlimit lim{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+    if (setrlimit(resource, &lim) != 0)
+      child_fail(fmt::format("tpsp-run: cannot set {} to {}: {}\n", name, value, std::strerror(errno)), 126);
+  };
+  limit(RLIMIT_AS, c.memory_bytes, "RLIMIT_AS");
+  limit(RLIMIT_CPU, c.cpu_seconds, "RLIMIT_CPU");
+  limit(RLIMIT_FSIZE, c.file_bytes, "RLIMIT_FSIZE");
+  limit(RLIMIT_NPROC, c.processes, "RLIMIT_NPROC");
+  if (c.uid < 0) return;
+  const rlimit no_core{0, 0};  // a confined rank leaves no core file
+  setrlimit(RLIMIT_CORE, &no_core);
+  const auto id = static_cast<uid_t>(c.uid);
+  if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(id)) != 0 || setuid(id) != 0)
+    child_fail(fmt::format("tpsp-run: cannot run as uid {}: {}\n", c.uid, std::strerror(errno)), 126);
+}
+
+// In the child after fork: joins a new process group, wires stdin/stdout/stderr, applies the
+// confinement, restores default signal handling and the caller's mask, then execs. Never returns; exits
+// 127 (not found) or 126 (other exec errors) after writing the reason to the rank's stderr (so it shows
+// up in the relay).
 [[noreturn]] void exec_child(char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
-                             pid_t launcher_pid, const sigset_t& mask) {
+                             pid_t launcher_pid, const sigset_t& mask, const Confinement& confine) {
   setpgid(0, 0);
+  dup2(err_fd, 2);
+  confine_child(confine);
 #ifdef __linux__
   // If the launcher is killed outright (SIGKILL), take the rank down with it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -160,9 +193,8 @@ struct Proc {
   environ = const_cast<char**>(envp);
   execvp(argv[0], argv);
   const int err = errno;
-  const std::string message = fmt::format("tpsp-run: cannot execute '{}': {}\n", argv[0], std::strerror(err));
-  [[maybe_unused]] const ssize_t n = write(2, message.data(), message.size());
-  _exit(err == ENOENT ? 127 : 126);
+  child_fail(fmt::format("tpsp-run: cannot execute '{}': {}\n", argv[0], std::strerror(err)),
+             err == ENOENT ? 127 : 126);
 }
 
 // Sends `sig` to the process group of the rank whose leader is `pid`, and to the leader itself in case
@@ -266,7 +298,8 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
     }
     const pid_t pid = fork();
     if (pid == 0) {
-      exec_child(argv.data(), envps[i].data(), null_fd, out_pipe[1], err_pipe[1], launcher_pid, old_mask);
+      exec_child(argv.data(), envps[i].data(), null_fd, out_pipe[1], err_pipe[1], launcher_pid, old_mask,
+                 spec.confine);
     }
     const int fork_errno = errno;
     close(out_pipe[1]);

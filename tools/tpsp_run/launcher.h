@@ -20,6 +20,17 @@ struct RankSpec {
   std::vector<std::string> env;  // its complete environment, "KEY=VALUE"
 };
 
+// What each rank is confined to (./grade's confined runs, never tpsp-run's own). Applied in the child
+// between fork and exec, so that no learner code runs before it. Every zero leaves that limit as it is.
+struct Confinement {
+  long uid = -1;                        // run as this uid and gid, no supplementary groups (the launcher
+                                        // must be root); -1 keeps the launcher's identity
+  unsigned long long memory_bytes = 0;  // RLIMIT_AS of each process, bytes
+  unsigned long long cpu_seconds = 0;   // RLIMIT_CPU of each process, seconds (SIGXCPU, then SIGKILL)
+  unsigned long long file_bytes = 0;    // RLIMIT_FSIZE: the largest file a rank may write, bytes (SIGXFSZ)
+  unsigned long long processes = 0;     // RLIMIT_NPROC: processes and threads of the uid (needs uid)
+};
+
 // What to run and the limits to run it under.
 struct JobSpec {
   std::vector<std::string> argv;  // program (looked up in PATH like execvp) and its arguments
@@ -29,6 +40,7 @@ struct JobSpec {
   std::size_t tail_lines = 20;    // K: lines kept per rank for the summary
   bool stdin_from_null = true;    // ranks read /dev/null (true) or inherit the launcher's stdin
   bool verbose = false;           // report each rank's start and end on stderr
+  Confinement confine;            // identity and resource limits of the ranks (default: none)
 };
 
 // How the job as a whole ended.

@@ -1,0 +1,18 @@
+# cmake -DSRC=<repo> -DKIT=<kit dir> -DGRADER=<tpsp-check> -P grade_kit_stage.cmake
+# Copies the engine's headers, the lab skeletons and the grader into the grading kit (grade_kit.cmake).
+file(REMOVE_RECURSE ${KIT}/include ${KIT}/skeletons ${KIT}/bin)
+file(GLOB_RECURSE headers RELATIVE ${SRC} ${SRC}/engine/*.h)
+foreach(h ${headers})
+  get_filename_component(dir ${h} DIRECTORY)
+  file(COPY ${SRC}/${h} DESTINATION ${KIT}/include/${dir})
+endforeach()
+file(READ ${SRC}/labs/labs.json registry)
+string(JSON n LENGTH "${registry}" labs)
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  string(JSON dir GET "${registry}" labs ${i} dir)
+  get_filename_component(name ${dir} NAME)
+  file(GLOB skeletons ${SRC}/${dir}/*.cpp)
+  file(COPY ${skeletons} DESTINATION ${KIT}/skeletons/${name})
+endforeach()
+file(COPY ${GRADER} DESTINATION ${KIT}/bin)

@@ -1,0 +1,230 @@
+"""./grade: grade a class, each submission built and run in its own sandbox (issue 13; docs/grading.md).
+
+  ./grade SUBMISSIONS/ --labs lab01,lab03 --out RESULTS/ [--jobs N | --slurm] [--seed-file F]
+  ./grade --run-task RESULTS/.tasks/tasks.json I        (what each local worker or Slurm array task runs)
+
+The engine is built once into the grading kit (make grade-kit). One task per (submission, lab): the
+submission is built from its own files against the kit (build.py, once per submission) and the lab is
+graded by the kit's tpsp-check with confined ranks (task.py, sandbox.py). Results: RESULTS/<name>/
+(<lab>.json, <lab>.status.json, <lab>.log, build.log, results.json) and the class's class.csv,
+scores.png, scenarios.png (report.py). Exit status: 0 every task ended with a verdict, 2 bad usage,
+3 a task could not be run at all (sandbox, Slurm).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import sandbox
+import submissions
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TASK_SCRIPT = HERE / "task.py"
+LIMITS = {"rank_memory_mib": 4096, "rank_cpu_s": 120, "rank_file_mib": 64, "rank_procs": 256}
+BUILD_ALLOWANCE_S = 600  # on top of a task's grading time: the submission's build
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(f"./grade: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="./grade", description=__doc__.split("\n\n")[0])
+    p.add_argument("submissions", nargs="?", type=Path, help="folder of submissions (a folder or archive each)")
+    p.add_argument("--labs", help="labs to grade, comma-separated (e.g. lab01,lab03), or 'all'")
+    p.add_argument("--out", type=Path, help="results folder (created; earlier results of a submission are replaced)")
+    p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1), help="tasks at once (local)")
+    p.add_argument("--slurm", action="store_true", help="one Slurm array task per (submission, lab)")
+    p.add_argument("--partition", help="Slurm partition (default: the cluster's)")
+    p.add_argument("--seed-file", type=Path, help="file holding the grading seed (else $TPSP_GRADE_SEED, "
+                   "else one is drawn and kept in RESULTS/.grading-seed)")
+    p.add_argument("--tp", help="TP sizes to run (tpsp-check --tp), e.g. 1,2")
+    p.add_argument("--no-dp", action="store_true", help="skip the dp=2 x tp=2 runs")
+    p.add_argument("--task-timeout", type=float, default=600, help="seconds a lab's grading may take")
+    p.add_argument("--kit", type=Path, help="a built grading kit (default: make grade-kit in $BUILD or build/)")
+    p.add_argument("--run-task", nargs=2, metavar=("TASKS", "INDEX"), help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def build_kit() -> Path:
+    """Builds the grading kit in $BUILD (default build/) and returns its folder; exits 2 on failure."""
+    build = Path(os.environ.get("BUILD", REPO / "build"))
+    steps = []
+    if not (build / "CMakeCache.txt").is_file():
+        print(f"./grade: configuring {build} (the first build takes several minutes)", file=sys.stderr)
+        steps.append(["cmake", "-S", str(REPO), "-B", str(build), "-DCMAKE_BUILD_TYPE=RelWithDebInfo"])
+    steps.append(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2), "--target", "grade-kit"])
+    for cmd in steps:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("building the grading kit failed:\n" + (r.stdout + r.stderr)[-4000:])
+    return build / "grade-kit"
+
+
+def grading_secret(args: argparse.Namespace, out: Path) -> str:
+    """The instructor's grading seed: --seed-file, $TPSP_GRADE_SEED (removed from this process's
+    environment), or drawn now and kept in OUT/.grading-seed (mode 0600)."""
+    env = os.environ.pop("TPSP_GRADE_SEED", "")
+    if args.seed_file:
+        secret = args.seed_file.read_text().strip()
+        if not secret:
+            fail(f"--seed-file {args.seed_file} is empty")
+        return secret
+    if env:
+        return env
+    kept = out / ".grading-seed"
+    if not kept.is_file():
+        kept.write_text(secrets.token_hex(16) + "\n")
+        kept.chmod(0o600)
+        print(f"./grade: drew a grading seed, kept in {kept} (reuse it with --seed-file to regrade)")
+    return kept.read_text().strip()
+
+
+def task_seed(secret: str, name: str, lab: str, digest: str) -> int:
+    """The seed a task's runs see: a hash of the grading seed, the submission, the lab and the
+    submission's files. It reveals nothing of the grading seed, differs between students, and changes
+    with any change to the files (so outputs cannot be computed for one seed and handed in)."""
+    h = hashlib.blake2b(f"{secret}|{name}|{lab}|{digest}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") % (1 << 63)
+
+
+def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], list[str], list[str]]:
+    """Collects the submissions and writes one spec per task under OUT/.tasks; returns (specs, labs, names)."""
+    registry = json.loads((kit / "kit.json").read_text())["registry"]
+    known = [lab["id"] for lab in registry["labs"]]
+    labs = known if args.labs in (None, "all") else [x for x in args.labs.split(",") if x]
+    for lab in labs:
+        if lab not in known:
+            fail(f"unknown lab '{lab}' (known: {', '.join(known)})")
+    secret = grading_secret(args, out)
+    for d in (".src", ".build", ".tasks", ".roots"):
+        (out / d).mkdir(exist_ok=True)
+    ccache = out / ".ccache"
+    if shutil.which("ccache"):
+        ccache.mkdir(exist_ok=True)
+        os.chown(ccache, 65534, 65534)
+    check_args = (["--tp", args.tp] if args.tp else []) + (["--no-dp"] if args.no_dp else [])
+    specs, names = [], []
+    for entry in submissions.discover(args.submissions):
+        try:
+            sub = submissions.collect(entry, registry, out / ".src")
+        except submissions.SubmissionError as e:
+            print(f"./grade: {e}: not graded", file=sys.stderr)
+            continue
+        names.append(sub.name)
+        (out / sub.name).mkdir(exist_ok=True)
+        os.chmod(out / sub.name, 0o700)
+        (out / ".build" / sub.name).mkdir(exist_ok=True)
+        for lab in labs:
+            i = len(specs)
+            binds = {"/grade/kit": [str(kit.resolve()), False], "/grade/src": [str(sub.sources.resolve()), False],
+                     "/grade/build": [str((out / ".build" / sub.name).resolve()), True],
+                     "/grade/out": [str((out / sub.name).resolve()), True]}
+            if ccache.is_dir():
+                binds["/grade/ccache"] = [str(ccache.resolve()), True]
+            root = out / ".roots" / str(i)
+            root.mkdir(exist_ok=True)
+            specs.append({"submission": sub.name, "lab": lab, "seed": task_seed(secret, sub.name, lab, sub.digest),
+                          "confine_uid": 1_000_000 + (i % 19_000) * 100_000, "new_root": str(root.resolve()),
+                          "binds": binds, "check_args": check_args,
+                          "limits": {**LIMITS, "grade_seconds": args.task_timeout}})
+    for i, spec in enumerate(specs):
+        path = out / ".tasks" / f"{i}.json"
+        path.write_text(json.dumps(spec, indent=1))
+        path.chmod(0o600)
+    (out / ".tasks" / "tasks.json").write_text(json.dumps([str((out / ".tasks" / f"{i}.json").resolve())
+                                                           for i in range(len(specs))]))
+    return specs, labs, names
+
+
+def run_task(spec_path: Path) -> int:
+    """Runs one task in its sandbox (unshare + task.py) within its time limit; writes its status when the
+    task could not (the sandbox failed, or the whole task was killed at its limit). Returns 0, or 3."""
+    spec = json.loads(spec_path.read_text())
+    status = Path(spec["binds"]["/grade/out"][0]) / f"{spec['lab']}.status.json"
+    status.unlink(missing_ok=True)
+    limit = spec["limits"]["grade_seconds"] + BUILD_ALLOWANCE_S
+    cmd = [*sandbox.UNSHARE, "/usr/bin/python3", "-B", "-E", "-s", str(TASK_SCRIPT), str(spec_path)]
+    proc = subprocess.Popen(cmd, env=sandbox.clean_environment() | {"PYTHONDONTWRITEBYTECODE": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=limit)
+        message = f"the sandbox failed (exit {proc.returncode}): {output.strip()[-2000:]}"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        message = f"the task was stopped after {limit:.0f} s (build + grading wall-time limit)"
+    if status.is_file():
+        return 0
+    status.write_text(json.dumps({"submission": spec["submission"], "lab": spec["lab"], "stage": "sandbox",
+                                  "ok": False, "message": message, "seconds": limit,
+                                  "limits": spec["limits"]}, indent=1, sort_keys=True) + "\n")
+    return 3 if proc.returncode not in (None, -signal.SIGKILL) and "stopped after" not in message else 0
+
+
+def summary_line(spec: dict) -> str:
+    out = Path(spec["binds"]["/grade/out"][0])
+    status = json.loads((out / f"{spec['lab']}.status.json").read_text())
+    head = f"{spec['submission']} {spec['lab']}:"
+    if not status["ok"]:
+        return f"{head} not graded at stage {status['stage']}: {status['message'].splitlines()[0]}"
+    result = json.loads((out / f"{spec['lab']}.json").read_text())
+    return f"{head} {result['passed']} passed, {result['failed']} failed, {result['not_implemented']} not implemented"
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    if args.run_task:
+        tasks = json.loads(Path(args.run_task[0]).read_text())
+        return run_task(Path(tasks[int(args.run_task[1])]))
+    if args.submissions is None or args.out is None:
+        fail("usage: ./grade SUBMISSIONS/ --labs lab01,lab03 --out RESULTS/ (./grade --help)")
+    if not args.submissions.is_dir():
+        fail(f"{args.submissions} is not a folder of submissions")
+    if os.geteuid() != 0:
+        fail("grading needs root: each submission is built and run in its own mount, PID and network "
+             "namespaces, its ranks as other users (run it with sudo, or on a node where you are root)")
+    if args.jobs < 1:
+        fail(f"--jobs {args.jobs} must be at least 1")
+    args.out.mkdir(parents=True, exist_ok=True)
+    kit = args.kit or build_kit()
+    if not (kit / "kit.json").is_file():
+        fail(f"{kit} is not a grading kit (make grade-kit builds one)")
+    specs, labs, names = plan(args, kit, args.out)
+    tasks_file = args.out / ".tasks" / "tasks.json"
+    if args.slurm:
+        import slurm
+        code = slurm.run_array([sys.executable, "-B", str(REPO / "grade"), "--run-task", str(tasks_file.resolve())],
+                               len(specs), str(args.out.resolve()), str((args.out / ".slurm").resolve()),
+                               time_limit_s=int(args.task_timeout + BUILD_ALLOWANCE_S), partition=args.partition)
+        codes = [code]
+    else:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            paths = json.loads(tasks_file.read_text())
+            codes = list(pool.map(lambda p: run_task(Path(p)), paths))
+    missing = False
+    for spec in specs:
+        try:
+            print(summary_line(spec))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"{spec['submission']} {spec['lab']}: no result ({e})")
+            missing = True
+    try:
+        import report
+    except ImportError:
+        report = None
+    if report is not None:
+        report.write_reports(args.out, labs, names)
+    shutil.rmtree(args.out / ".roots", ignore_errors=True)
+    return 3 if missing or any(c == 3 for c in codes) else 0

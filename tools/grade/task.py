@@ -1,0 +1,77 @@
+"""One grading task, (submission, lab), run inside its sandbox: ``task.py SPEC.json`` (./grade, issue 13).
+
+Started by ./grade as ``unshare ... python3 task.py SPEC`` (sandbox.UNSHARE) locally or from a Slurm
+array task. It enters the sandbox, builds the submission (build.py; shared by the submission's tasks),
+grades the lab with the kit's tpsp-check under --confine-uid, and writes /grade/out/<lab>.status.json:
+{"submission", "lab", "stage": "build" | "grade" | "done", "ok", "message", "seconds", "limits"}.
+The spec (written by the driver outside the sandbox, never visible inside) holds the per-task seed
+derived from the instructor's grading seed; the grading seed itself never reaches this process.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import build
+import sandbox
+
+
+def write_status(lab: str, name: str, stage: str, ok: bool, message: str, t0: float, limits: dict) -> None:
+    """Writes /grade/out/<lab>.status.json (the driver's and report.py's record of the task)."""
+    status = {"submission": name, "lab": lab, "stage": stage, "ok": ok, "message": message[-4000:],
+              "seconds": round(time.monotonic() - t0, 3), "limits": limits}
+    Path(f"/grade/out/{lab}.status.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
+
+
+def grade(spec: dict, t0: float) -> None:
+    """Builds, then runs tpsp-check for the task's lab; records the outcome in the status file."""
+    lab, name, limits = spec["lab"], spec["submission"], spec["limits"]
+    try:
+        cached = build.build(Path("/grade/out/build.log"))
+    except build.BuildFailed as e:
+        write_status(lab, name, "build", False, str(e), t0, limits)
+        return
+    out_json = Path(f"/grade/out/{lab}.json")
+    out_json.unlink(missing_ok=True)
+    cmd = ["/grade/kit/bin/tpsp-check", lab, "--binary", str(build.PROGRAM), "--seed", str(spec["seed"]),
+           "--json", str(out_json), "--confine-uid", str(spec["confine_uid"]),
+           "--rank-memory-mib", str(limits["rank_memory_mib"]), "--rank-cpu-s", str(limits["rank_cpu_s"]),
+           "--rank-file-mib", str(limits["rank_file_mib"]), "--rank-procs", str(limits["rank_procs"]),
+           *spec.get("check_args", [])]
+    log = Path(f"/grade/out/{lab}.log")
+    with open(log, "w") as out:
+        try:
+            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=sandbox.clean_environment(),
+                               cwd="/grade/scratch", timeout=limits["grade_seconds"])
+            code = r.returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+    if code is None:
+        write_status(lab, name, "grade", False,
+                     f"grading {lab} was stopped after {limits['grade_seconds']} s (the task's wall-time limit)",
+                     t0, limits)
+    elif code in (0, 1) and out_json.is_file():
+        built = "the build was reused" if cached else "built"
+        write_status(lab, name, "done", True, f"{built}; tpsp-check exited {code}", t0, limits)
+    else:
+        write_status(lab, name, "grade", False, f"tpsp-check exited {code}:\n{tail}", t0, limits)
+
+
+def main() -> int:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    t0 = time.monotonic()
+    try:
+        sandbox.enter(spec["new_root"], {k: (v[0], v[1]) for k, v in spec["binds"].items()})
+    except sandbox.SandboxError as e:
+        print(f"./grade: {e}", file=sys.stderr)
+        return 3
+    grade(spec, t0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
