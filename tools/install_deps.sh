@@ -5,9 +5,14 @@
 # dpkg-query call, the database `dpkg -s` reads) which packages are installed; when all are, it prints
 # nothing and takes a few milliseconds. Missing required packages are installed with apt-get: directly
 # as root, through sudo when `sudo -n true` works (no password prompt); otherwise the script prints the
-# command a person must run and exits 2. Optional packages (python3-numpy, python3-matplotlib,
-# python3-torch: only the demo's loss plot and tools/make_goldens.py use them) are installed only with
-# --with-optional; without it their absence is a one-line note.
+# command a person must run and exits 2. Optional packages are installed only with --with-optional;
+# without it their absence is a one-line note. They are python3-numpy, python3-matplotlib,
+# python3-torch (only the demo's loss plot and tools/make_goldens.py use them) and Slurm with munge
+# (slurmctld slurmd slurm-client munge: ./grade --slurm and its test tests/grade/test_slurm_array.sh,
+# which runs a private one-node cluster, tools/slurm/start_slurm.sh). While Slurm or munge is being
+# installed and /usr/sbin/policy-rc.d does not exist, the script puts a temporary one there that denies
+# every service start (exit 101, as Debian's container images do), so the packages' postinst scripts
+# start no packaged munged/slurmctld/slurmd (ports 6817/6818); it removes that file afterwards.
 #
 # Flags:   --with-optional  also install the optional packages (CI does)
 #          --dry-run        print the install command instead of running it
@@ -24,7 +29,9 @@ set -euo pipefail
 
 required=(build-essential cmake make git libgloo-dev libopenblas-dev doctest-dev nlohmann-json3-dev
           libcli11-dev libfmt-dev)
-optional=(python3-numpy python3-matplotlib python3-torch)
+optional=(python3-numpy python3-matplotlib python3-torch slurmctld slurmd slurm-client munge)
+# Packages whose postinst would start a daemon (invoke-rc.d / deb-systemd-invoke ... start).
+daemons=(slurmctld slurmd munge)
 # shellcheck disable=SC2206  # word splitting of the extra list is intended
 [[ -n "${TPSP_DEPS_EXTRA:-}" ]] && required+=(${TPSP_DEPS_EXTRA})
 
@@ -74,7 +81,7 @@ mapfile -t missing_opt < <(missing_of "${optional[@]}")
 if ((with_optional)); then
   missing+=("${missing_opt[@]}")
 elif ((${#missing_opt[@]})); then
-  echo "note: optional ${missing_opt[*]} not installed (loss plot, goldens generator); $me --with-optional installs them" >&2
+  echo "note: optional ${missing_opt[*]} not installed (loss plot, goldens generator, Slurm grading test); $me --with-optional installs them" >&2
 fi
 ((${#missing[@]})) || exit 0
 
@@ -92,9 +99,32 @@ else
   exit 2
 fi
 
+# A temporary policy-rc.d while a daemon package is installed (see the header); an existing one is the
+# administrator's policy and stays as it is.
+policy=/usr/sbin/policy-rc.d
+policy_tag="# tpsp install_deps.sh: temporary, removed when apt-get returns"
+block_starts=0
+if [[ ! -e "$policy" ]]; then
+  for p in "${missing[@]}"; do
+    [[ " ${daemons[*]} " == *" $p "* ]] && block_starts=1
+  done
+fi
+if ((block_starts)); then
+  install_cmd="$install_cmd  (with a temporary $policy that exits 101, so no packaged daemon starts)"
+fi
+
 if ((dry_run)); then
   echo "$me: missing ${missing[*]}; would run: $install_cmd"
   exit 0
+fi
+remove_policy() {
+  # Only our own file: another process may have put its own there meanwhile.
+  if grep -qxF "$policy_tag" "$policy" 2>/dev/null; then "${sudo[@]}" rm -f "$policy"; fi
+}
+if ((block_starts)); then
+  trap remove_policy EXIT
+  printf '#!/bin/sh\n%s\nexit 101\n' "$policy_tag" | "${sudo[@]}" tee "$policy" >/dev/null
+  "${sudo[@]}" chmod 755 "$policy"
 fi
 echo "$me: installing missing packages: ${missing[*]}" >&2
 if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
