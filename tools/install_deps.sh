@@ -12,7 +12,8 @@
 # which runs a private one-node cluster, tools/slurm/start_slurm.sh). While Slurm or munge is being
 # installed and /usr/sbin/policy-rc.d does not exist, the script puts a temporary one there that denies
 # every service start (exit 101, as Debian's container images do), so the packages' postinst scripts
-# start no packaged munged/slurmctld/slurmd (ports 6817/6818); it removes that file afterwards.
+# start no packaged munged/slurmctld/slurmd (ports 6817/6818); it removes that file afterwards. And
+# ccache: ./grade caches the compiles of a class's submissions with it (most files are alike).
 #
 # Flags:   --with-optional  also install the optional packages (CI does)
 #          --dry-run        print the install command instead of running it
@@ -29,7 +30,7 @@ set -euo pipefail
 
 required=(build-essential cmake make git libgloo-dev libopenblas-dev doctest-dev nlohmann-json3-dev
           libcli11-dev libfmt-dev)
-optional=(python3-numpy python3-matplotlib python3-torch slurmctld slurmd slurm-client munge)
+optional=(python3-numpy python3-matplotlib python3-torch slurmctld slurmd slurm-client munge ccache)
 # Packages whose postinst would start a daemon (invoke-rc.d / deb-systemd-invoke ... start).
 daemons=(slurmctld slurmd munge)
 # shellcheck disable=SC2206  # word splitting of the extra list is intended

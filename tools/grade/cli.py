@@ -52,6 +52,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tp", help="TP sizes to run (tpsp-check --tp), e.g. 1,2")
     p.add_argument("--no-dp", action="store_true", help="skip the dp=2 x tp=2 runs")
     p.add_argument("--task-timeout", type=float, default=600, help="seconds a lab's grading may take")
+    p.add_argument("--ccache", type=Path, help="compiler cache shared by the class's builds (default: OUT/.ccache)")
     p.add_argument("--kit", type=Path, help="a built grading kit (default: make grade-kit in $BUILD or build/)")
     p.add_argument("--run-task", nargs=2, metavar=("TASKS", "INDEX"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -110,9 +111,9 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
     secret = grading_secret(args, out)
     for d in (".src", ".build", ".tasks", ".roots"):
         (out / d).mkdir(exist_ok=True)
-    ccache = out / ".ccache"
+    ccache = args.ccache or out / ".ccache"
     if shutil.which("ccache"):
-        ccache.mkdir(exist_ok=True)
+        ccache.mkdir(parents=True, exist_ok=True)
         os.chown(ccache, 65534, 65534)
     check_args = (["--tp", args.tp] if args.tp else []) + (["--no-dp"] if args.no_dp else [])
     specs, names = [], []
@@ -205,7 +206,7 @@ def main(argv: list[str]) -> int:
     tasks_file = args.out / ".tasks" / "tasks.json"
     if args.slurm:
         import slurm
-        code = slurm.run_array([sys.executable, "-B", str(REPO / "grade"), "--run-task", str(tasks_file.resolve())],
+        code = slurm.run_array([str(REPO / "grade"), "--run-task", str(tasks_file.resolve())],
                                len(specs), str(args.out.resolve()), str((args.out / ".slurm").resolve()),
                                time_limit_s=int(args.task_timeout + BUILD_ALLOWANCE_S), partition=args.partition)
         codes = [code]
