@@ -40,15 +40,16 @@ def _limits() -> None:
     os.setuid(COMPILE_UID)
 
 
-def _sources(kit: dict) -> list[tuple[str, Path]]:
-    """[(object stem, source path)] for every lab file: the submission's, else the skeleton."""
-    out = []
+def _sources(kit: dict) -> dict[str, list[tuple[str, Path, Path]]]:
+    """{lab: [(object stem, the submission's file or the skeleton, the skeleton)]} for every lab file."""
+    out = {}
     for lab in kit["registry"]["labs"]:
         lab_dir = Path(lab["dir"]).name
+        out[lab["id"]] = []
         for f in lab["files"]:
             base = Path(f).name
-            own = SRC / lab_dir / base
-            out.append((f"{lab_dir}__{Path(base).stem}", own if own.is_file() else KIT / "skeletons" / lab_dir / base))
+            own, skeleton = SRC / lab_dir / base, KIT / "skeletons" / lab_dir / base
+            out[lab["id"]].append((f"{lab_dir}__{Path(base).stem}", own if own.is_file() else skeleton, skeleton))
     return out
 
 
@@ -64,17 +65,60 @@ def _check_deps(dep_file: Path, source: Path) -> None:
                               "only the engine's headers, the standard library and the submission's own files")
 
 
-def _stamp(kit_text: str, sources: list[tuple[str, Path]]) -> str:
+def _stamp(kit_text: str, sources: dict[str, list[tuple[str, Path, Path]]]) -> str:
     h = hashlib.sha256(kit_text.encode())
-    for stem, src in sources:
-        h.update(stem.encode() + b"\0" + src.read_bytes())
+    for files in sources.values():
+        for stem, src, _ in files:
+            h.update(stem.encode() + b"\0" + src.read_bytes())
     return h.hexdigest()
 
 
-def build(log: Path) -> bool:
-    """Builds PROGRAM unless an identical build is there (same kit, same sources); returns True when it
-    was already built. Concurrent tasks of one submission wait for each other (a lock in the tree).
-    Raises BuildFailed with the compiler's errors (the last 60 lines) or the rule broken.
+class _Compiler:
+    """Compiles one file at a time into OBJ, as COMPILE_UID, into the build log."""
+
+    def __init__(self, kit: dict, obj_dir: Path, out):
+        self.kit, self.obj_dir, self.out = kit, obj_dir, out
+        self.env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": "/tmp"}
+        self.launcher = []
+        if shutil.which("ccache") and Path("/grade/ccache").is_dir():
+            self.launcher = ["ccache"]
+            self.env.update(CCACHE_DIR="/grade/ccache", CCACHE_UMASK="022", CCACHE_NOHASHDIR="1")
+
+    def run(self, cmd: list[str]) -> int:
+        self.out.flush()
+        try:
+            return subprocess.run(cmd, stdout=self.out, stderr=subprocess.STDOUT, env=self.env, cwd=self.obj_dir,
+                                  preexec_fn=_limits, timeout=COMPILE_SECONDS).returncode
+        except subprocess.TimeoutExpired:
+            self.out.write(f"(stopped after {COMPILE_SECONDS} s)\n")
+            return -1
+
+    def compile(self, stem: str, src: Path) -> str:
+        """Compiles `src` to OBJ/<stem>.o; returns "" or why it may not be used (errors, a forbidden read)."""
+        obj, dep = self.obj_dir / f"{stem}.o", self.obj_dir / f"{stem}.d"
+        mark = self.out.tell()
+        self.out.write(f"$ compile {src}\n")
+        cmd = [*self.launcher, self.kit["cxx"], *self.kit["cxxflags"], "-I", str(KIT / "include"), "-MD", "-MF",
+               str(dep), "-c", str(src), "-o", str(obj)]
+        if self.run(cmd) != 0:
+            self.out.flush()
+            with open(self.out.name, errors="replace") as log:
+                log.seek(mark)
+                errors = [line for line in log.read().splitlines()[1:] if line.strip()]
+            return f"{src.relative_to(src.parents[1])} does not compile:\n" + "\n".join(errors[-60:])
+        try:
+            _check_deps(dep, src)
+        except BuildFailed as e:
+            return str(e)
+        return ""
+
+
+def build(log: Path) -> tuple[bool, dict[str, str]]:
+    """Builds PROGRAM unless an identical build is there (same kit, same sources). Returns (whether it
+    was already built, {lab: why its files could not be used}). A lab whose file does not compile (or
+    reads a forbidden file) is built from its skeletons instead, so the other labs are still graded.
+    Concurrent tasks of one submission wait for each other (a lock in the tree).
+    Raises BuildFailed when the program does not link.
     """
     kit_text = (KIT / "kit.json").read_text()
     kit = json.loads(kit_text)
@@ -82,49 +126,42 @@ def build(log: Path) -> bool:
     stamp = _stamp(kit_text, sources)
     with open(BUILD / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if PROGRAM.is_file() and (BUILD / "stamp").is_file() and (BUILD / "stamp").read_text() == stamp:
-            return True
+        done = BUILD / "build.json"
+        if PROGRAM.is_file() and done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
+            return True, json.loads(done.read_text())["broken"]
         obj_dir = BUILD / "obj"
         shutil.rmtree(obj_dir, ignore_errors=True)
         PROGRAM.unlink(missing_ok=True)
+        done.unlink(missing_ok=True)
         obj_dir.mkdir()
         os.chown(obj_dir, COMPILE_UID, COMPILE_UID)
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": "/tmp"}
-        launcher = []
-        if shutil.which("ccache") and Path("/grade/ccache").is_dir():
-            launcher = ["ccache"]
-            env.update(CCACHE_DIR="/grade/ccache", CCACHE_UMASK="022", CCACHE_NOHASHDIR="1")
-        with open(log, "w") as out:
-            objects = []
-            for stem, src in sources:
-                obj, dep = obj_dir / f"{stem}.o", obj_dir / f"{stem}.d"
-                cmd = [*launcher, kit["cxx"], *kit["cxxflags"], "-I", str(KIT / "include"), "-MD", "-MF", str(dep),
-                       "-c", str(src), "-o", str(obj)]
-                out.write(f"$ compile {src}\n")
-                out.flush()
-                try:
-                    r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=obj_dir,
-                                       preexec_fn=_limits, timeout=COMPILE_SECONDS)
-                except subprocess.TimeoutExpired:
-                    raise BuildFailed(f"compiling {src.name} took over {COMPILE_SECONDS} s") from None
-                if r.returncode != 0:
-                    raise BuildFailed(f"{src.relative_to(src.parents[1])} does not compile:\n" + _tail(log))
-                _check_deps(dep, src)
-                objects.append(str(obj))
-            link = [kit["cxx"], *kit["ldflags"], "-o", str(obj_dir / "tpsp-lab-ranks"), *objects, "-Wl,--whole-archive",
-                    str(KIT / "lib/libtpsp_grade_kit.a"), "-Wl,--no-whole-archive", *kit["libs"]]
+        broken: dict[str, str] = {}
+        objects = []
+        with open(log, "w+") as out:
+            cc = _Compiler(kit, obj_dir, out)
+            for lab, files in sources.items():
+                why = ""
+                for stem, src, _ in files:
+                    why = why or cc.compile(stem, src)
+                if why:  # the lab's skeletons instead: its runs say "not implemented", the others are graded
+                    broken[lab] = why
+                    for stem, _, skeleton in files:
+                        if cc.compile(stem, skeleton):
+                            raise BuildFailed(f"the skeleton of {lab} does not compile with this kit")
+                objects += [str(obj_dir / f"{stem}.o") for stem, _, _ in files]
             out.write("$ link tpsp-lab-ranks\n")
-            out.flush()
-            r = subprocess.run(link, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=obj_dir, preexec_fn=_limits,
-                               timeout=COMPILE_SECONDS)
-            if r.returncode != 0:
-                raise BuildFailed("the submission does not link (a missing or doubly defined function):\n" + _tail(log))
+            link = [kit["cxx"], *kit["ldflags"], "-o", str(obj_dir / "tpsp-lab-ranks"), *objects,
+                    "-Wl,--whole-archive", str(KIT / "lib/libtpsp_grade_kit.a"), "-Wl,--no-whole-archive",
+                    *kit["libs"]]
+            if cc.run(link) != 0:
+                raise BuildFailed("the submission does not link (a missing or doubly defined function):\n"
+                                  + _tail(log))
         # The program is root's from here on: the ranks (other uids) can run it, not change it.
         shutil.copyfile(obj_dir / "tpsp-lab-ranks", PROGRAM)
         os.chmod(PROGRAM, 0o755)
         shutil.rmtree(obj_dir, ignore_errors=True)
-        (BUILD / "stamp").write_text(stamp)
-        return False
+        done.write_text(json.dumps({"stamp": stamp, "broken": broken}))
+        return False, broken
 
 
 def _tail(log: Path, lines: int = 60) -> str:

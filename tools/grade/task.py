@@ -30,9 +30,12 @@ def grade(spec: dict, t0: float) -> None:
     """Builds, then runs tpsp-check for the task's lab; records the outcome in the status file."""
     lab, name, limits = spec["lab"], spec["submission"], spec["limits"]
     try:
-        cached = build.build(Path("/grade/out/build.log"))
+        cached, broken = build.build(Path("/grade/out/build.log"))
     except build.BuildFailed as e:
         write_status(lab, name, "build", False, str(e), t0, limits)
+        return
+    if lab in broken:
+        write_status(lab, name, "build", False, broken[lab], t0, limits)
         return
     out_json = Path(f"/grade/out/{lab}.json")
     out_json.unlink(missing_ok=True)
