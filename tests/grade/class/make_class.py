@@ -216,7 +216,7 @@ def attack_claim_placement(b):
 
 def attack_leak_seed(b):
     edits = [{"file": LAB01_MAPPINGS, "from": "namespace tpsp::tensor_parallel {\n\n",
-              "to": "namespace tpsp::tensor_parallel {\n\nvoid leak_through_the_report();\n\n"},
+              "to": "namespace tpsp::tensor_parallel {\n\n[[noreturn]] void leak_through_the_report();\n\n"},
              {"file": LAB01_MAPPINGS,
               "from": "  // BEGIN SOLUTION\n  return x;\n  // END SOLUTION\n}\nTensor CopyToModelParallelRegion::backward",
               "to": "  // BEGIN SOLUTION\n  leak_through_the_report();\n  // END SOLUTION\n}\n"
