@@ -1,0 +1,396 @@
+#!/usr/bin/python3
+"""The reports of a graded class: one Gradescope results.json per submission, RESULTS/class.csv and
+the two figures (RESULTS/scores.png, RESULTS/scenarios.png).
+
+Input (written by ./grade, layout in docs/grading.md and the grade driver's spec):
+  RESULTS/<name>/<lab>.json         tpsp-check --json of that (submission, lab) task, absent when the
+                                    task stopped before grading (build failed, a limit was hit)
+  RESULTS/<name>/<lab>.status.json  the driver's record of the task: {"submission", "lab",
+                                    "stage": "build"|"grade"|"done", "ok", "message", "seconds", "limits"}
+
+Scoring rule: one Gradescope test per (lab, scenario), worth 1 point. A scenario runs in several
+layouts (tp = 1 … 4, SP off and on, dp = 2 × tp = 2); it scores its point only when every one of its
+runs passed, and 0 otherwise. Not proportional, because the layouts are not independent evidence of
+partial correctness: the tp = 1 runs (and often the SP-off or dp = 1 ones) pass with a missing or
+doubled collective — an all-reduce over one rank is the identity — so proportional credit would pay
+most of a scenario's point to code that is wrong the moment it is split (the g_missing mutant of
+lab01 passes 45 of its 66 runs). A TP implementation is correct when it is correct in every layout.
+The test's output still says which layouts passed and, for the failed ones, the checker's problems.
+
+A task that was not graded (build failed, limit hit, no readable JSON, no status) gives every
+scenario of its lab 0 points with the reason in the test's output; it is never left out, so every
+submission has the same tests and the same maximum.
+
+Usage: report.py RESULTS [--labs lab01,lab03] [--names alice,bob] [--scenarios LIST.txt | --check TPSP_CHECK]
+(/usr/bin/python3; the figures need matplotlib and are skipped with a note without it).
+"""
+import argparse
+import csv
+import importlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+LAB_RE = re.compile(r"lab[0-9]{2}")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Per-run verdicts, each scenario's cell in the heat map, worst first.
+FAIL, TODO, NOT_GRADED, PASS = "fail", "not implemented", "not graded", "pass"
+CELL_ORDER = (PASS, FAIL, TODO, NOT_GRADED)
+
+# Task states (the CSV's status column); "ok" means the task was graded, whatever its scores.
+OK, BUILD_FAILED, LIMIT_HIT, GRADE_FAILED, NO_RESULT, NOT_RUN = (
+    "ok", "build failed", "limit hit", "grading stopped", "no result", "not run")
+
+# Truncation of a test's output (characters): one problem paragraph, the whole output.
+PROBLEM_CHARS = 700
+OUTPUT_CHARS = 4000
+FAILED_LAYOUTS_SHOWN = 4
+
+
+def truncate(text, limit):
+    """`text` cut to at most `limit` characters, saying how many were cut."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 40].rstrip() + f" … [{len(text) - (limit - 40)} more characters cut]"
+
+
+def plural(n, noun):
+    """"1 layout", "3 layouts"."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def check_name(name):
+    """Raises ValueError unless `name` is a submission name ([A-Za-z0-9._-]+, not '.' or '..')."""
+    if not NAME_RE.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"submission name {name!r} does not match [A-Za-z0-9._-]+ (or is . or ..)")
+
+
+def check_lab(lab):
+    """Raises ValueError unless `lab` looks like a lab id (labNN)."""
+    if not LAB_RE.fullmatch(lab):
+        raise ValueError(f"lab {lab!r} is not a lab id like lab01")
+
+
+def read_json(path):
+    """(object, error): the parsed JSON object at `path`, or None and a one-line reason."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None, "absent"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"unreadable ({e})"
+    if not isinstance(data, dict):
+        return None, f"not a JSON object (a {type(data).__name__})"
+    return data, ""
+
+
+def valid_run(run):
+    """True when `run` has the fields of one entry of tpsp-check's "results" (docs/grading.md)."""
+    return (isinstance(run, dict) and isinstance(run.get("scenario"), str)
+            and isinstance(run.get("passed"), bool) and isinstance(run.get("tp"), int)
+            and isinstance(run.get("problems", []), list))
+
+
+def limit_hit(message):
+    """True when the driver's message says a limit stopped the task (time, memory, processes ...)."""
+    return re.search(r"limit|timed? ?out|time budget|killed|memory|signal", message, re.I) is not None
+
+
+def load_task(results_dir, name, lab):
+    """The state of one (submission, lab) task, from its status and its tpsp-check JSON.
+
+    Returns {"state": one of OK … NOT_RUN, "message": the reason when not OK (else notes),
+    "runs": [this lab's run objects] (empty unless OK), "seconds": float, "seed": int or None,
+    "built": False when the JSON says the lab's rank program was not built}.
+    """
+    base = os.path.join(results_dir, name, lab)
+    status, status_err = read_json(base + ".status.json")
+    report, report_err = read_json(base + ".json")
+    task = {"state": OK, "message": "", "runs": [], "seconds": 0.0, "seed": None, "built": True}
+    if status is not None:
+        seconds = status.get("seconds", 0.0)
+        task["seconds"] = float(seconds) if isinstance(seconds, (int, float)) else 0.0
+        stage, ok = status.get("stage"), status.get("ok") is True
+        message = str(status.get("message", "")).strip()
+        if stage == "build" and not ok:
+            return dict(task, state=BUILD_FAILED, message="the build failed:\n" + message)
+        if stage != "done" and not ok:
+            state = LIMIT_HIT if limit_hit(message) else GRADE_FAILED
+            return dict(task, state=state, message=f"grading stopped ({stage} stage): {message}")
+        if not ok and message:
+            task["message"] = "the driver noted: " + message
+    elif report is None:
+        return dict(task, state=NOT_RUN, message=f"no status and no results for {lab}: the task did not run")
+    if report is None:
+        return dict(task, state=NO_RESULT, message=f"tpsp-check's JSON {lab}.json is {report_err}")
+    runs = report.get("results")
+    if not isinstance(runs, list) or not all(valid_run(r) for r in runs):
+        return dict(task, state=NO_RESULT, message=f"{lab}.json has no valid \"results\" list")
+    task["runs"] = [r for r in runs if r["scenario"].split("/")[0] == lab]
+    task["seed"] = report.get("seed")
+    # A lab whose rank program was not built has no entries and one failure (docs/grading.md).
+    task["built"] = bool(task["runs"]) or not report.get("failed")
+    if not task["built"]:
+        task["message"] = (f"{lab}'s rank program was not built, so none of its scenarios ran "
+                           "(the compiler's messages are in build.log)")
+    return task
+
+
+def layout(run):
+    """A run's layout as the checker names it: "tp=2", "dp=2 tp=2", "tp=4 sp"."""
+    dp = run.get("dp", 1)
+    return ("" if dp == 1 else f"dp={dp} ") + f"tp={run['tp']}" + (" sp" if run.get("sp") else "")
+
+
+def run_verdict(run):
+    """PASS, FAIL, TODO (stopped at this lab's TPSP_LAB_TODO) or NOT_GRADED (needs another lab)."""
+    if run["passed"]:
+        return PASS
+    if run.get("needs_other_lab"):
+        return NOT_GRADED
+    return TODO if run.get("todo") else FAIL
+
+
+def other_lab(run):
+    """The lab a needs_other_lab run reached ("needs lab02 … (file:line), not implemented ...")."""
+    for problem in run.get("problems", []):
+        m = re.match(r"needs (lab[0-9]{2})", str(problem))
+        if m:
+            return m.group(1)
+    return "another lab"
+
+
+def score_scenario(scenario, runs):
+    """One scenario of a graded task: (score 0 or 1, cell verdict, output text). See the module doc."""
+    if not runs:
+        return 0, NOT_GRADED, f"{scenario} did not run: tpsp-check has no result for it."
+    verdicts = [run_verdict(r) for r in runs]
+    passed = [layout(r) for r, v in zip(runs, verdicts) if v == PASS]
+    if len(passed) == len(runs):
+        return 1, PASS, f"passed in {plural(len(runs), 'layout')}: {', '.join(passed)}"
+    lines = [f"{len(passed)} of {len(runs)} layouts passed; the scenario scores only when all pass."]
+    if passed:
+        lines.append("passed: " + ", ".join(passed))
+    todo = [r for r, v in zip(runs, verdicts) if v == TODO]
+    needs = [r for r, v in zip(runs, verdicts) if v == NOT_GRADED]
+    failed = [r for r, v in zip(runs, verdicts) if v == FAIL]
+    if todo:
+        first = str((todo[0].get("problems") or ["(no message)"])[0])
+        lines.append(f"not implemented yet in {plural(len(todo), 'layout')}: {truncate(first, PROBLEM_CHARS)}")
+    for lab in sorted({other_lab(r) for r in needs}):
+        n = sum(other_lab(r) == lab for r in needs)
+        lines.append(f"needs {lab}'s code, not implemented in this submission ({plural(n, 'layout')} not graded)")
+    for r in failed[:FAILED_LAYOUTS_SHOWN]:
+        problems = [truncate(str(p), PROBLEM_CHARS) for p in r.get("problems", [])] or ["(no problem text)"]
+        lines.append(f"FAIL {layout(r)}:\n  " + "\n  ".join(problems))
+    if len(failed) > FAILED_LAYOUTS_SHOWN:
+        rest = failed[FAILED_LAYOUTS_SHOWN:]
+        lines.append(f"… and {len(rest)} more failed layouts: " + ", ".join(layout(r) for r in rest))
+    verdict = FAIL if failed else TODO if todo else NOT_GRADED
+    return 0, verdict, truncate("\n".join(lines), OUTPUT_CHARS)
+
+
+def scenario_lists(results_dir, labs, names, given=None):
+    """{lab: [scenario id, ...]}: `given` where it names the lab, else every scenario that any
+    submission's JSON holds for that lab, in the order tpsp-check ran them (the first JSON that has
+    it first). A lab that no submission built has an empty list."""
+    out = {}
+    for lab in labs:
+        if given and given.get(lab):
+            out[lab] = list(given[lab])
+            continue
+        seen = []
+        for name in names:
+            report, _ = read_json(os.path.join(results_dir, name, lab + ".json"))
+            for run in (report or {}).get("results", []) if isinstance(report, dict) else []:
+                sc = run.get("scenario") if isinstance(run, dict) else None
+                if isinstance(sc, str) and sc.split("/")[0] == lab and sc not in seen:
+                    seen.append(sc)
+        out[lab] = seen
+    return out
+
+
+def grade_submission(results_dir, name, labs, scenarios):
+    """One submission's Gradescope results (dict) and its grid: {(lab, scenario): cell verdict},
+    plus per-lab scores and task states. Tests are numbered "lab.scenario" in lab order."""
+    tests, cells, lab_scores, states, seconds, summary = [], {}, {}, {}, 0.0, []
+    for li, lab in enumerate(labs, start=1):
+        task = load_task(results_dir, name, lab)
+        states[lab], seconds = task["state"], seconds + task["seconds"]
+        names = scenarios[lab] or [lab]  # a lab nobody built still gets a test, worth 1, scored 0
+        lab_score = 0
+        for si, scenario in enumerate(names, start=1):
+            if task["state"] != OK:
+                score, cell, text = 0, NOT_GRADED, f"{lab} was not graded ({task['state']}): {task['message']}"
+            elif not task["built"] or scenario == lab:
+                score, cell, text = 0, NOT_GRADED, task["message"] or f"{lab} has no scenario results"
+            else:
+                runs = [r for r in task["runs"] if r["scenario"] == scenario]
+                score, cell, text = score_scenario(scenario, runs)
+            lab_score += score
+            cells[(lab, scenario)] = cell
+            tests.append({"name": scenario, "number": f"{li}.{si}", "score": float(score), "max_score": 1.0,
+                          "status": "passed" if score else "failed", "visibility": "visible",
+                          "output": truncate(text, OUTPUT_CHARS), "output_format": "text"})
+        lab_scores[lab] = lab_score
+        line = f"{lab}: {lab_score}/{len(names)} scenarios"
+        if task["state"] != OK:
+            line += f" — not graded ({task['state']}): " + truncate(task["message"], 600)
+        elif task["message"]:
+            line += " — " + task["message"]
+        summary.append(line)
+    total, max_total = sum(lab_scores.values()), len(tests)
+    results = {"score": float(total), "execution_time": int(round(seconds)),
+               "output": f"{total}/{max_total} scenarios passed in every layout.\n" + "\n".join(summary),
+               "output_format": "text", "tests": tests,
+               "extra_data": {"max_score": float(max_total), "labs": lab_scores, "states": states}}
+    return results, cells, lab_scores, states
+
+
+def write_atomic(path, write):
+    """Calls write(file) on a temporary file beside `path`, then renames it to `path` (a reader never
+    sees half a file; a failed write leaves the previous one)."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def status_cell(states):
+    """The CSV's status: "ok" when every lab was graded, else "lab01 build failed; lab03 limit hit"."""
+    bad = [f"{lab} {state}" for lab, state in states.items() if state != OK]
+    return "; ".join(bad) if bad else OK
+
+
+def write_reports(results_dir, labs, names, scenarios=None):
+    """Writes RESULTS/<name>/results.json for each of `names`, RESULTS/class.csv and the figures.
+
+    results_dir: the RESULTS folder; labs: lab ids in the order to report ("lab01", ...); names:
+    submission names (folders of RESULTS; one that is absent is reported as not run); scenarios:
+    optional {lab: [scenario id]} (e.g. from `tpsp-check --list`), else taken from the results.
+    Returns {"max_score", "scores": {name: total}, "labs": {name: {lab: score}}, "status": {name:
+    status cell}, "scenarios": {lab: [...]}, "csv": path, "plots": [paths], "notes": [str]}.
+    Raises ValueError for a name or lab of the wrong form, or no labs.
+    """
+    if not labs:
+        raise ValueError("no labs to report (give e.g. labs=['lab01'])")
+    for lab in labs:
+        check_lab(lab)
+    for name in names:
+        check_name(name)
+    scenarios = scenario_lists(results_dir, labs, names, scenarios)
+    summary = {"max_score": sum(max(len(scenarios[lab]), 1) for lab in labs), "scores": {}, "labs": {},
+               "status": {}, "scenarios": scenarios, "csv": os.path.join(results_dir, "class.csv"),
+               "plots": [], "notes": []}
+    grid = {}
+    for name in names:
+        results, cells, lab_scores, states = grade_submission(results_dir, name, labs, scenarios)
+        os.makedirs(os.path.join(results_dir, name), exist_ok=True)
+        write_atomic(os.path.join(results_dir, name, "results.json"),
+                     lambda f, r=results: (json.dump(r, f, indent=1, ensure_ascii=False), f.write("\n")))
+        summary["scores"][name], summary["labs"][name] = int(results["score"]), lab_scores
+        summary["status"][name], grid[name] = status_cell(states), cells
+    write_atomic(summary["csv"], lambda f: write_csv(f, labs, names, summary))
+    plots = load_plots()
+    if isinstance(plots, str):
+        summary["notes"].append(plots)
+    else:
+        rows = [(lab, sc) for lab in labs for sc in (scenarios[lab] or [lab])]
+        summary["plots"] = [plots.score_histogram(os.path.join(results_dir, "scores.png"),
+                                                  summary["scores"], summary["max_score"]),
+                            plots.scenario_heatmap(os.path.join(results_dir, "scenarios.png"), rows, names,
+                                                   grid, CELL_ORDER)]
+    return summary
+
+
+def load_plots():
+    """tools/grade/plots.py as a module, or a one-line note saying why the figures are skipped
+    (matplotlib is imported there, so CSV and JSON are written without it)."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as e:
+        return f"plots skipped: {sys.executable} has no matplotlib ({e})"
+    spec = importlib.util.spec_from_file_location(
+        "tpsp_grade_plots", os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_csv(f, labs, names, summary):
+    """class.csv: name, score, max_score, one score column per lab, status; one row per submission."""
+    w = csv.writer(f)
+    w.writerow(["name", "score", "max_score", *labs, "status"])
+    for name in names:
+        w.writerow([name, summary["scores"][name], summary["max_score"],
+                    *(summary["labs"][name][lab] for lab in labs), summary["status"][name]])
+
+
+def parse_scenario_list(text):
+    """{lab: [scenario id]} from `tpsp-check --list` output ("lab01 mlp   <summary>" lines) or from
+    scenario ids one a line ("lab01/mlp"); other lines are skipped."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*(lab[0-9]{2})(?:/| +)([A-Za-z0-9_]+)(\s|$)", line)
+        if m and f"{m.group(1)}/{m.group(2)}" not in out.setdefault(m.group(1), []):
+            out[m.group(1)].append(f"{m.group(1)}/{m.group(2)}")
+    return out
+
+
+def scenarios_from_check(tpsp_check):
+    """{lab: [scenario id]} that the grader `tpsp_check` (build/bin/tpsp-check) lists; raises OSError
+    when it cannot be run or exits non-zero."""
+    run = subprocess.run([tpsp_check, "--list"], capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        raise OSError(f"{tpsp_check} --list exited {run.returncode}: {run.stderr.strip()}")
+    return parse_scenario_list(run.stdout)
+
+
+def main(argv=None):
+    """The command line: re-writes the reports of an existing RESULTS folder. Exit 0, or 2 on bad input."""
+    p = argparse.ArgumentParser(description="Write results.json per submission, class.csv and the figures.")
+    p.add_argument("results", help="the RESULTS folder ./grade wrote")
+    p.add_argument("--labs", help="comma-separated labs (default: every lab with a file in RESULTS)")
+    p.add_argument("--names", help="comma-separated submissions (default: every folder of RESULTS)")
+    p.add_argument("--scenarios", help="a file of tpsp-check --list output (default: the scenarios in RESULTS)")
+    p.add_argument("--check", help="the grader (build/bin/tpsp-check) whose --list gives the scenarios")
+    a = p.parse_args(argv)
+    if not os.path.isdir(a.results):
+        p.error(f"{a.results} is not a folder")
+    names = a.names.split(",") if a.names else sorted(
+        d for d in os.listdir(a.results) if os.path.isdir(os.path.join(a.results, d)) and NAME_RE.fullmatch(d)
+        and not d.startswith("."))
+    labs = a.labs.split(",") if a.labs else sorted(
+        {m.group(1) for n in names for f in os.listdir(os.path.join(a.results, n))
+         for m in [re.fullmatch(r"(lab[0-9]{2})(\.status)?\.json", f)] if m})
+    try:
+        given = None
+        if a.scenarios:
+            with open(a.scenarios, encoding="utf-8") as f:
+                given = parse_scenario_list(f.read())
+        elif a.check:
+            given = scenarios_from_check(a.check)
+        summary = write_reports(a.results, labs, names, given)
+    except (ValueError, OSError) as e:
+        print(f"report.py: {e}", file=sys.stderr)
+        return 2
+    print(f"{len(names)} submissions, {len(labs)} labs ({', '.join(labs)}), max score {summary['max_score']}; "
+          f"wrote {summary['csv']}" + "".join(f", {p}" for p in summary["plots"]))
+    for note in summary["notes"]:
+        print(note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
