@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -25,6 +26,25 @@ ALLOWED_DEPS = ("/grade/src/", "/grade/kit/include/", "/grade/kit/skeletons/", "
 COMPILE_UID = 65534          # nobody: the compiler reads only what anybody may read
 COMPILE_SECONDS = 300        # per file (wall and CPU)
 COMPILE_MEMORY = 4 << 30     # RLIMIT_AS of the compiler, bytes
+
+
+# What a lab's code has no use for and a dishonest one needs: writing the grader's evidence itself (the
+# communication record, compute spans, result files), reading other runs' files or the grading inputs,
+# starting other programs, talking outside the process group. A lab file whose object names one of
+# these (called, or instantiated) is not used; one that holds a system-call instruction neither.
+FORBIDDEN_SYMBOLS = [
+    (re.compile(r"tpsp::comm::Recorder::(append|append_compute|issued|mark_waited|set_enabled|clear|next_id)\b"),
+     "writes the communication record (the grader's evidence of what was communicated)"),
+    (re.compile(r"tpsp::trace::(install|Span::Span)\b"), "writes compute spans (the grader's evidence of overlap)"),
+    (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|^(fopen|fopen64|freopen|open|open64|openat|creat|"
+                r"opendir|readlink|unlink|rename|mkdir)$"), "opens files (a lab's code reads and writes only tensors)"),
+    (re.compile(r"^(fork|vfork|clone|clone3|execv|execve|execvp|execvpe|execl|execlp|execle|fexecve|posix_spawn|"
+                r"posix_spawnp|system|popen|ptrace|kill|dlopen|dlsym|syscall)$"),
+     "starts or controls processes, or makes raw system calls"),
+    (re.compile(r"^(socket|connect|bind|listen|accept|sendto|recvfrom|mmap|mmap64|shm_open|getenv|secure_getenv)$"),
+     "reaches outside the process group's calls (sockets, shared memory, the environment)"),
+]
+SYSCALL_INSTRUCTION = re.compile(r"\s(syscall|sysenter|int\s+\$0x80)\b")
 
 
 class BuildFailed(Exception):
@@ -63,6 +83,28 @@ def _check_deps(dep_file: Path, source: Path) -> None:
         if not resolved.startswith(ALLOWED_DEPS):
             raise BuildFailed(f"{source.relative_to(source.parents[1])} reads {p}: a lab file may include "
                               "only the engine's headers, the standard library and the submission's own files")
+
+
+def check_object(obj: Path, source: Path) -> str:
+    """"" when the object of a submission's lab file names nothing of FORBIDDEN_SYMBOLS and holds no
+    system-call instruction; else the rule broken, with the symbols (what the student reads)."""
+    names = subprocess.run(["nm", "-C", "--format=posix", str(obj)], capture_output=True, text=True).stdout
+    found = {}
+    for line in names.splitlines():
+        symbol = line.rsplit(" ", 2)[0] if line.count(" ") >= 2 else line.split(" ")[0]
+        bare = symbol.split("(")[0].split("@")[0]
+        for pattern, why in FORBIDDEN_SYMBOLS:
+            if pattern.search(bare):
+                found.setdefault(why, set()).add(bare)
+    code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)], capture_output=True, text=True).stdout
+    if SYSCALL_INSTRUCTION.search(code):
+        found.setdefault("makes raw system calls", set()).add("a syscall instruction")
+    if not found:
+        return ""
+    rel = source.relative_to(source.parents[1])
+    lines = [f"  {why}: {', '.join(sorted(symbols)[:6])}" for why, symbols in found.items()]
+    return f"{rel} may not be used: it\n" + "\n".join(lines) + (
+        "\n(a lab's code computes with tensors and the process group's calls only: docs/grading.md)")
 
 
 def _stamp(kit_text: str, sources: dict[str, list[tuple[str, Path, Path]]]) -> str:
@@ -110,7 +152,7 @@ class _Compiler:
             _check_deps(dep, src)
         except BuildFailed as e:
             return str(e)
-        return ""
+        return "" if src.is_relative_to(KIT) else check_object(obj, src)
 
 
 def build(log: Path) -> tuple[bool, dict[str, str]]:

@@ -168,7 +168,7 @@ def attack_exec_solution(b):
     g_missing = json.loads((b.repo / "checkers/mutants/lab01/g_missing.json").read_text())["edits"]
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, g_missing, "attack (b)")
     files[LAB01_MAPPINGS] += source("b_exec_solution.cpp.in", b.params)
-    b.add("attack-exec-solution", files, {"lab01": "fail"},
+    b.add("attack-exec-solution", files, {"lab01": "build_error"},
           "(b) a static initializer execv's the engine's solution rank program (tpsp-lab-ranks) with the same arguments; "
           "its own g has no all-reduce (mutant g_missing), so it fails when the solution is out of reach")
 
@@ -179,7 +179,7 @@ def attack_forged_all_reduce(b):
               "to": '#include "engine/ops/elementwise.h"\n#include "engine/tensor_parallel/mappings.h"\n'},
              {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n", "to": body}]
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (c)")
-    b.add("attack-forged-all-reduce", files, {"lab01": "fail"},
+    b.add("attack-forged-all-reduce", files, {"lab01": "build_error"},
           "(c) g's forward is an all_gather + local sum (tp x the bytes) run with the recorder off, and a forged "
           "all_reduce CommRecord is appended: the numbers are right, the communication is not the one recorded")
 
@@ -223,7 +223,7 @@ def attack_leak_seed(b):
                     "Tensor CopyToModelParallelRegion::backward"}]
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (g)")
     files[LAB01_MAPPINGS] += source("g_leak_seed.cpp.in", b.params)
-    b.add("attack-leak-seed", files, {"lab01": "fail"},
+    b.add("attack-leak-seed", files, {"lab01": "build_error"},
           "(g) a static initializer looks for the grading seed in its arguments, its environment and its parent's "
           "arguments, prints what it finds, and f's forward throws it into the report: the grading seed must not "
           "appear in RESULTS/attack-leak-seed/ (or the task's logs)",
@@ -246,8 +246,11 @@ def add_fault(b, name):
     lab, f, snippet, why = FAULTS[name]
     for k, v in b.params.items():
         why = why.replace(f"@{k}@", str(v))
-    b.add(name, with_appended(b, f, snippet), {lab: "contained"},
-          why + "; without a limit it runs to the end and the solution passes, which shows the missing limit")
+    # Before main(): every rank program of the submission runs it, so every lab's task is contained (a
+    # submission is built into one rank program, its own code for every lab, as a learner copy is).
+    b.add(name, with_appended(b, f, snippet), {other["id"]: "contained" for other in b.labs},
+          why + "; before main(), so every lab's runs meet it; without a limit it runs to the end and the solution "
+          "passes, which shows the missing limit")
 
 
 def build_class(repo, size, bounded):

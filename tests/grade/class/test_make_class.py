@@ -99,9 +99,12 @@ class ClassTest(unittest.TestCase):
             if name in ("solution", "skeleton") or name.startswith("mutant-"):
                 continue
             special = [k for k, v in e.items() if k.startswith("lab") and v != "pass"]
-            self.assertEqual(len(special), 1, name)
             changed = {self.files[f][0] for f in self.files if self.read(self.full, name, f) != (REPO / f).read_text()}
-            self.assertEqual(changed, set(special), name)
+            self.assertEqual(len(changed), 1, name)
+            if name.startswith("fault-"):  # before main(): every lab's runs meet it
+                self.assertEqual({e[l["id"]] for l in self.labs}, {"contained"}, name)
+            else:
+                self.assertEqual(changed, set(special), name)
 
     def test_attacks_are_aimed_at_this_repository(self):
         root = str(REPO)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tests/grade/test_grade_class.sh KIT CCACHE [--slurm] — ./grade over the small synthetic class
+# (tests/grade/class/make_class.py --size small: the solution, the skeletons, a build error, a mutant,
+# the attacks (a) include the solution, (b) exec the solution's rank program, (c) forged record,
+# (g) leak the seed, and a memory hog) gives every (submission, lab) the verdict its expected.json
+# names (tests/grade/check_verdicts.py), locally in parallel or, with --slurm, through a private
+# one-node Slurm cluster (tools/slurm/start_slurm.sh). Labs lab01 and lab03 at tp 1, 2 without the dp
+# run (CI time); the grading seed comes from a file and must not leak. Needs root (./grade does).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+kit=$1 ccache=$2 mode=${3:-}
+if [[ "$(id -u)" != 0 ]]; then
+  echo "FAIL: ./grade needs root (namespaces, other uids for the ranks); run ctest as root" >&2
+  exit 1
+fi
+W=$(mktemp -d /tmp/tpsp-grade-class.XXXXXX)
+cleanup() { [[ -n "${slurm_dir:-}" ]] && tools/slurm/stop_slurm.sh "$slurm_dir"; rm -rf "$W" "${slurm_dir:-}"; }
+trap cleanup EXIT
+extra=()
+if [[ "$mode" == --slurm ]]; then
+  source tests/grade/slurm_env.sh
+  slurm_dir=$(mktemp -d /tmp/tpsp-grade-slurm.XXXXXX)
+  eval "$(tools/slurm/start_slurm.sh "$slurm_dir")"
+  extra=(--slurm)
+fi
+/usr/bin/python3 -B tests/grade/class/make_class.py "$W" --size small
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$W/seed"
+labs=lab01,lab03
+t0=$(date +%s.%N)
+./grade "$W/SUBMISSIONS" --labs $labs --out "$W/RESULTS" --kit "$kit" --ccache "$ccache" --tp 1,2 --no-dp \
+  --seed-file "$W/seed" "${extra[@]}"
+echo "./grade ${extra[*]}: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+/usr/bin/python3 -B tests/grade/check_verdicts.py "$W/expected.json" "$W/RESULTS" $labs "$(cat "$W/seed")"
