@@ -43,8 +43,8 @@ FAIL, TODO, NOT_GRADED, PASS = "fail", "not implemented", "not graded", "pass"
 CELL_ORDER = (PASS, FAIL, TODO, NOT_GRADED)
 
 # Task states (the CSV's status column); "ok" means the task was graded, whatever its scores.
-OK, BUILD_FAILED, LIMIT_HIT, GRADE_FAILED, NO_RESULT, NOT_RUN = (
-    "ok", "build failed", "limit hit", "grading stopped", "no result", "not run")
+OK, BUILD_FAILED, NOT_BUILT, LIMIT_HIT, GRADE_FAILED, NO_RESULT, NOT_RUN = (
+    "ok", "build failed", "not built", "limit hit", "grading stopped", "no result", "not run")
 
 # Truncation of a test's output (characters): one problem paragraph, the whole output.
 PROBLEM_CHARS = 700
@@ -105,14 +105,14 @@ def limit_hit(message):
 def load_task(results_dir, name, lab):
     """The state of one (submission, lab) task, from its status and its tpsp-check JSON.
 
-    Returns {"state": one of OK … NOT_RUN, "message": the reason when not OK (else notes),
-    "runs": [this lab's run objects] (empty unless OK), "seconds": float, "seed": int or None,
-    "built": False when the JSON says the lab's rank program was not built}.
+    Returns {"state": one of OK … NOT_RUN, "message": the reason when not OK (else the driver's
+    note, if any), "runs": [this lab's run objects] (empty unless OK), "seconds": float}. NOT_BUILT:
+    tpsp-check ran but the lab's rank program was missing (no entries, one failure: docs/grading.md).
     """
     base = os.path.join(results_dir, name, lab)
     status, status_err = read_json(base + ".status.json")
     report, report_err = read_json(base + ".json")
-    task = {"state": OK, "message": "", "runs": [], "seconds": 0.0, "seed": None, "built": True}
+    task = {"state": OK, "message": "", "runs": [], "seconds": 0.0}
     if status is not None:
         seconds = status.get("seconds", 0.0)
         task["seconds"] = float(seconds) if isinstance(seconds, (int, float)) else 0.0
@@ -133,12 +133,9 @@ def load_task(results_dir, name, lab):
     if not isinstance(runs, list) or not all(valid_run(r) for r in runs):
         return dict(task, state=NO_RESULT, message=f"{lab}.json has no valid \"results\" list")
     task["runs"] = [r for r in runs if r["scenario"].split("/")[0] == lab]
-    task["seed"] = report.get("seed")
-    # A lab whose rank program was not built has no entries and one failure (docs/grading.md).
-    task["built"] = bool(task["runs"]) or not report.get("failed")
-    if not task["built"]:
-        task["message"] = (f"{lab}'s rank program was not built, so none of its scenarios ran "
-                           "(the compiler's messages are in build.log)")
+    if not task["runs"] and report.get("failed"):
+        return dict(task, state=NOT_BUILT, message=f"{lab}'s rank program was not built, so none of its "
+                    "scenarios ran (the compiler's messages are in build.log)")
     return task
 
 
@@ -228,8 +225,8 @@ def grade_submission(results_dir, name, labs, scenarios):
         for si, scenario in enumerate(names, start=1):
             if task["state"] != OK:
                 score, cell, text = 0, NOT_GRADED, f"{lab} was not graded ({task['state']}): {task['message']}"
-            elif not task["built"] or scenario == lab:
-                score, cell, text = 0, NOT_GRADED, task["message"] or f"{lab} has no scenario results"
+            elif scenario == lab:
+                score, cell, text = 0, NOT_GRADED, f"no submission has results for {lab}'s scenarios"
             else:
                 runs = [r for r in task["runs"] if r["scenario"] == scenario]
                 score, cell, text = score_scenario(scenario, runs)
