@@ -14,6 +14,7 @@ so 23 points; the counts come from tpsp-check --list, fixtures/check_list.txt):
 Run: /usr/bin/python3 -m unittest tests/grade/test_report.py (ctest grade/report).
 """
 import csv
+import importlib.util
 import json
 import os
 import shutil
@@ -187,9 +188,7 @@ class ClassReport(unittest.TestCase):
         self.assertEqual(self.results_json("erin")["execution_time"], 612)  # 12.5 + 600
 
     def test_figures_are_png(self):
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("matplotlib") is None:
             self.skipTest("no matplotlib in this python")
         for png in ["scores.png", "scenarios.png"]:
             path = os.path.join(self.results, png)
@@ -231,6 +230,20 @@ class Pieces(unittest.TestCase):
         score, cell, text = report.score_scenario("lab01/mlp", [run])
         self.assertEqual((score, cell), (0, report.NOT_GRADED))
         self.assertIn("needs lab02's code, not implemented in this submission (1 layout not graded)", text)
+
+    def test_a_task_graded_with_a_driver_note_or_no_status_keeps_its_score(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "ann"))
+            for lab in LABS:
+                shutil.copy(os.path.join(FIXTURES, f"{lab}.solution.json"), os.path.join(root, "ann", lab + ".json"))
+            with open(os.path.join(root, "ann", "lab01.status.json"), "w", encoding="utf-8") as f:
+                json.dump({"stage": "done", "ok": False, "message": "tpsp-check exited 1", "seconds": float("nan")}, f)
+            task = report.load_task(root, "ann", "lab01")
+            self.assertEqual((task["state"], task["message"], task["seconds"]),
+                             (report.OK, "the driver noted: tpsp-check exited 1", 0.0))
+            self.assertEqual(len(task["runs"]), 38)
+            task = report.load_task(root, "ann", "lab02")
+            self.assertEqual((task["state"], task["message"]), (report.OK, "the driver's lab02.status.json is absent"))
 
     def test_bad_names_and_labs_are_refused(self):
         for bad in ["../x", "a b", "..", ""]:
