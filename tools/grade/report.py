@@ -29,6 +29,7 @@ import csv
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -43,13 +44,15 @@ FAIL, TODO, NOT_GRADED, PASS = "fail", "not implemented", "not graded", "pass"
 CELL_ORDER = (PASS, FAIL, TODO, NOT_GRADED)
 
 # Task states (the CSV's status column); "ok" means the task was graded, whatever its scores.
-OK, BUILD_FAILED, LIMIT_HIT, GRADE_FAILED, NO_RESULT, NOT_RUN = (
-    "ok", "build failed", "limit hit", "grading stopped", "no result", "not run")
+OK, BUILD_FAILED, NOT_BUILT, LIMIT_HIT, GRADE_FAILED, NO_RESULT, NOT_RUN = (
+    "ok", "build failed", "not built", "limit hit", "grading stopped", "no result", "not run")
 
 # Truncation of a test's output (characters): one problem paragraph, the whole output.
 PROBLEM_CHARS = 700
 OUTPUT_CHARS = 4000
 FAILED_LAYOUTS_SHOWN = 4
+# Every test is shown to the learner at once: the same problems ./check prints on their own machine.
+VISIBILITY = "visible"
 
 
 def truncate(text, limit):
@@ -105,17 +108,18 @@ def limit_hit(message):
 def load_task(results_dir, name, lab):
     """The state of one (submission, lab) task, from its status and its tpsp-check JSON.
 
-    Returns {"state": one of OK … NOT_RUN, "message": the reason when not OK (else notes),
-    "runs": [this lab's run objects] (empty unless OK), "seconds": float, "seed": int or None,
-    "built": False when the JSON says the lab's rank program was not built}.
+    Returns {"state": one of OK … NOT_RUN, "message": the reason when not OK (else the driver's
+    note, if any), "runs": [this lab's run objects] (empty unless OK), "seconds": float}. NOT_BUILT:
+    tpsp-check ran but the lab's rank program was missing (no entries, one failure: docs/grading.md).
     """
     base = os.path.join(results_dir, name, lab)
     status, status_err = read_json(base + ".status.json")
     report, report_err = read_json(base + ".json")
-    task = {"state": OK, "message": "", "runs": [], "seconds": 0.0, "seed": None, "built": True}
+    task = {"state": OK, "message": "", "runs": [], "seconds": 0.0}
     if status is not None:
         seconds = status.get("seconds", 0.0)
-        task["seconds"] = float(seconds) if isinstance(seconds, (int, float)) else 0.0
+        ok_number = isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0
+        task["seconds"] = float(seconds) if ok_number else 0.0
         stage, ok = status.get("stage"), status.get("ok") is True
         message = str(status.get("message", "")).strip()
         if stage == "build" and not ok:
@@ -125,20 +129,20 @@ def load_task(results_dir, name, lab):
             return dict(task, state=state, message=f"grading stopped ({stage} stage): {message}")
         if not ok and message:
             task["message"] = "the driver noted: " + message
-    elif report is None:
+    elif report is None and status_err == "absent":
         return dict(task, state=NOT_RUN, message=f"no status and no results for {lab}: the task did not run")
+    else:
+        task["message"] = f"the driver's {lab}.status.json is {status_err}"
     if report is None:
-        return dict(task, state=NO_RESULT, message=f"tpsp-check's JSON {lab}.json is {report_err}")
+        return dict(task, state=NO_RESULT, message=f"tpsp-check's JSON {lab}.json is {report_err}"
+                    + (f"; {task['message']}" if task["message"] else ""))
     runs = report.get("results")
     if not isinstance(runs, list) or not all(valid_run(r) for r in runs):
         return dict(task, state=NO_RESULT, message=f"{lab}.json has no valid \"results\" list")
     task["runs"] = [r for r in runs if r["scenario"].split("/")[0] == lab]
-    task["seed"] = report.get("seed")
-    # A lab whose rank program was not built has no entries and one failure (docs/grading.md).
-    task["built"] = bool(task["runs"]) or not report.get("failed")
-    if not task["built"]:
-        task["message"] = (f"{lab}'s rank program was not built, so none of its scenarios ran "
-                           "(the compiler's messages are in build.log)")
+    if not task["runs"] and report.get("failed"):
+        return dict(task, state=NOT_BUILT, message=f"{lab}'s rank program was not built, so none of its "
+                    "scenarios ran (the compiler's messages are in build.log)")
     return task
 
 
@@ -223,23 +227,23 @@ def grade_submission(results_dir, name, labs, scenarios):
     for li, lab in enumerate(labs, start=1):
         task = load_task(results_dir, name, lab)
         states[lab], seconds = task["state"], seconds + task["seconds"]
-        names = scenarios[lab] or [lab]  # a lab nobody built still gets a test, worth 1, scored 0
+        ids = scenarios[lab] or [lab]  # a lab nobody built still gets a test, worth 1, scored 0
         lab_score = 0
-        for si, scenario in enumerate(names, start=1):
+        for si, scenario in enumerate(ids, start=1):
             if task["state"] != OK:
                 score, cell, text = 0, NOT_GRADED, f"{lab} was not graded ({task['state']}): {task['message']}"
-            elif not task["built"] or scenario == lab:
-                score, cell, text = 0, NOT_GRADED, task["message"] or f"{lab} has no scenario results"
+            elif scenario == lab:
+                score, cell, text = 0, NOT_GRADED, f"no submission has results for {lab}'s scenarios"
             else:
                 runs = [r for r in task["runs"] if r["scenario"] == scenario]
                 score, cell, text = score_scenario(scenario, runs)
             lab_score += score
             cells[(lab, scenario)] = cell
             tests.append({"name": scenario, "number": f"{li}.{si}", "score": float(score), "max_score": 1.0,
-                          "status": "passed" if score else "failed", "visibility": "visible",
+                          "status": "passed" if score else "failed", "visibility": VISIBILITY,
                           "output": truncate(text, OUTPUT_CHARS), "output_format": "text"})
         lab_scores[lab] = lab_score
-        line = f"{lab}: {lab_score}/{len(names)} scenarios"
+        line = f"{lab}: {lab_score}/{len(ids)} scenarios"
         if task["state"] != OK:
             line += f" — not graded ({task['state']}): " + truncate(task["message"], 600)
         elif task["message"]:
@@ -298,7 +302,7 @@ def write_reports(results_dir, labs, names, scenarios=None):
         results, cells, lab_scores, states = grade_submission(results_dir, name, labs, scenarios)
         os.makedirs(os.path.join(results_dir, name), exist_ok=True)
         write_atomic(os.path.join(results_dir, name, "results.json"),
-                     lambda f, r=results: (json.dump(r, f, indent=1, ensure_ascii=False), f.write("\n")))
+                     lambda f, r=results: (json.dump(r, f, indent=1, ensure_ascii=False, allow_nan=False), f.write("\n")))
         summary["scores"][name], summary["labs"][name] = int(results["score"]), lab_scores
         summary["status"][name], grid[name] = status_cell(states), cells
     write_atomic(summary["csv"], lambda f: write_csv(f, labs, names, summary))

@@ -1,0 +1,298 @@
+"""Tests of tools/grade/report.py on real tpsp-check output (tests/grade/fixtures/, see its README.md).
+
+A temporary RESULTS/ holds a class of seven submissions, labs lab01 and lab02 (10 and 13 scenarios,
+so 23 points; the counts come from tpsp-check --list, fixtures/check_list.txt):
+  alice  both labs the engine's solution                     23 = 10 + 13
+  bob    lab01 the g_missing mutant, lab02 the solution      17 = 4 + 13 (the mutant passes every layout
+         only of the four column_linear* scenarios: g sits after the row-parallel linear)
+  carol  both labs the committed skeletons                    1 = 0 + 1 (lab02's transformer_layer_checks_seq
+         holds its check in the skeleton; every other run stops at a TODO)
+  dave   lab01 build failed, lab02 the solution              13
+  erin   lab01 the solution, lab02 stopped by the time limit 10
+  frank  lab01 the solution, lab02's rank program not built  10
+  gina   lab01 JSON truncated (unreadable), lab02 never ran   0
+Run: /usr/bin/python3 -m unittest tests/grade/test_report.py (ctest grade/report).
+"""
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIXTURES = os.path.join(HERE, "fixtures")
+REPORT = os.path.join(REPO, "tools", "grade", "report.py")
+sys.path.insert(0, os.path.dirname(REPORT))
+import report  # noqa: E402
+
+LABS = ["lab01", "lab02"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
+# the keys it documents, and the values its enumerations allow.
+TOP_KEYS = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+            "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+TEST_KEYS = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
+             "tags", "visibility", "extra_data"}
+VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
+FORMATS = {"text", "html", "simple_format", "md", "ansi"}
+
+# (fixture or None, status.json fields or None) per submission and lab.
+DONE = {"stage": "done", "ok": True, "message": "", "seconds": 12.5}
+CLASS = {
+    "alice": {"lab01": ("lab01.solution.json", DONE), "lab02": ("lab02.solution.json", DONE)},
+    "bob": {"lab01": ("lab01.g_missing.json", DONE), "lab02": ("lab02.solution.json", DONE)},
+    "carol": {"lab01": ("lab01.skeleton.json", DONE), "lab02": ("lab02.skeleton.json", DONE)},
+    "dave": {"lab01": (None, {"stage": "build", "ok": False, "seconds": 3.0,
+                              "message": "layers.cpp:41:5: error: 'Tensro' was not declared in this scope"}),
+             "lab02": ("lab02.solution.json", DONE)},
+    "erin": {"lab01": ("lab01.solution.json", DONE),
+             "lab02": (None, {"stage": "grade", "ok": False, "seconds": 600.0,
+                              "message": "time limit of 600 s hit: tpsp-check killed"})},
+    "frank": {"lab01": ("lab01.solution.json", DONE), "lab02": ("lab02.not_built.json", DONE)},
+    "gina": {"lab01": ("TRUNCATED", DONE), "lab02": (None, None)},
+}
+NAMES = list(CLASS)
+WANT_SCORES = {"alice": 23, "bob": 17, "carol": 1, "dave": 13, "erin": 10, "frank": 10, "gina": 0}
+WANT_CSV = [
+    ["name", "score", "max_score", "lab01", "lab02", "status"],
+    ["alice", "23", "23", "10", "13", "ok"],
+    ["bob", "17", "23", "4", "13", "ok"],
+    ["carol", "1", "23", "0", "1", "ok"],
+    ["dave", "13", "23", "0", "13", "lab01 build failed"],
+    ["erin", "10", "23", "10", "0", "lab02 limit hit"],
+    ["frank", "10", "23", "10", "0", "lab02 not built"],
+    ["gina", "0", "23", "0", "0", "lab01 no result; lab02 not run"],
+]
+BOB_PASSED = ["lab01/column_linear", "lab01/column_linear_gather_output", "lab01/column_linear_skip_bias_add",
+              "lab01/column_linear_frozen_weight"] + [s for s in report.parse_scenario_list(
+                  open(os.path.join(FIXTURES, "check_list.txt"), encoding="utf-8").read())["lab02"]]
+
+
+def make_results(root):
+    """Writes the class above as root/<name>/<lab>.json and <lab>.status.json; returns root."""
+    for name, labs in CLASS.items():
+        os.makedirs(os.path.join(root, name))
+        for lab, (fixture, status) in labs.items():
+            base = os.path.join(root, name, lab)
+            if fixture == "TRUNCATED":
+                with open(os.path.join(FIXTURES, "lab01.solution.json"), encoding="utf-8") as f:
+                    text = f.read()
+                with open(base + ".json", "w", encoding="utf-8") as f:
+                    f.write(text[: len(text) // 2])
+            elif fixture:
+                shutil.copy(os.path.join(FIXTURES, fixture), base + ".json")
+            if status:
+                with open(base + ".status.json", "w", encoding="utf-8") as f:
+                    json.dump(dict(status, submission=name, lab=lab, limits={"seconds": 600}), f)
+    return root
+
+
+def check_gradescope_shape(test, results):
+    """Asserts `results` is a Gradescope results.json: documented keys only, their types and values."""
+    test.assertLessEqual(set(results), TOP_KEYS)
+    test.assertIsInstance(results["score"], float)
+    test.assertIsInstance(results["execution_time"], int)
+    test.assertIsInstance(results["output"], str)
+    test.assertIn(results.get("output_format", "text"), FORMATS)
+    test.assertIsInstance(results["tests"], list)
+    for t in results["tests"]:
+        test.assertLessEqual(set(t), TEST_KEYS)
+        for key, kind in [("name", str), ("number", str), ("output", str), ("score", float), ("max_score", float)]:
+            test.assertIsInstance(t[key], kind, f"{key} of {t}")
+        test.assertIn(t["visibility"], VISIBILITY)
+        test.assertIn(t["output_format"], FORMATS)
+        test.assertEqual(t["status"], "passed" if t["score"] == t["max_score"] else "failed")
+        test.assertTrue(0 <= t["score"] <= t["max_score"])
+        test.assertLessEqual(len(t["output"]), report.OUTPUT_CHARS)
+    test.assertEqual(results["score"], sum(t["score"] for t in results["tests"]))
+
+
+class ClassReport(unittest.TestCase):
+    """write_reports on the seven-submission class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tpsp-report-test-")
+        cls.results = make_results(os.path.join(cls.tmp, "RESULTS"))
+        cls.summary = report.write_reports(cls.results, LABS, NAMES)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def results_json(self, name):
+        with open(os.path.join(self.results, name, "results.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+    def test_scores_and_summary(self):
+        self.assertEqual(self.summary["scores"], WANT_SCORES)
+        self.assertEqual(self.summary["max_score"], 23)
+        self.assertEqual({lab: len(s) for lab, s in self.summary["scenarios"].items()}, {"lab01": 10, "lab02": 13})
+
+    def test_scenarios_match_tpsp_check_list(self):
+        with open(os.path.join(FIXTURES, "check_list.txt"), encoding="utf-8") as f:
+            listed = report.parse_scenario_list(f.read())
+        for lab in LABS:
+            self.assertEqual(self.summary["scenarios"][lab], listed[lab])
+
+    def test_class_csv_cells(self):
+        with open(self.summary["csv"], encoding="utf-8", newline="") as f:
+            self.assertEqual(list(csv.reader(f)), WANT_CSV)
+
+    def test_every_results_json_has_gradescope_shape_and_all_tests(self):
+        for name in NAMES:
+            r = self.results_json(name)
+            check_gradescope_shape(self, r)
+            self.assertEqual(len(r["tests"]), 23, name)
+            self.assertEqual(r["score"], WANT_SCORES[name])
+
+    def test_mutant_scores_only_scenarios_passed_in_every_layout(self):
+        r = self.results_json("bob")
+        self.assertEqual(sorted(t["name"] for t in r["tests"] if t["score"] == 1.0), sorted(BOB_PASSED))
+        mlp = next(t for t in r["tests"] if t["name"] == "lab01/mlp")
+        self.assertIn("4 of 5 layouts passed", mlp["output"])  # g_missing passes with SP (g is a reduce-scatter)
+        self.assertIn("passed: tp=1, tp=1 sp, tp=2 sp, dp=2 tp=2 sp\n", mlp["output"])
+        self.assertIn("FAIL tp=2:", mlp["output"])
+        self.assertIn("one rank's partial sum", mlp["output"])  # g_missing's expected signature
+
+    def test_skeleton_says_not_implemented(self):
+        r = self.results_json("carol")
+        f_g = next(t for t in r["tests"] if t["name"] == "lab01/f_g")
+        self.assertIn("not implemented yet in 3 layouts: not implemented yet: lab01 f forward", f_g["output"])
+        seq = next(t for t in r["tests"] if t["name"] == "lab02/transformer_layer_checks_seq")
+        self.assertEqual(seq["score"], 1.0)
+
+    def test_build_failure_and_limit_are_zero_with_reason(self):
+        for name, lab, words in [("dave", "lab01", ["build failed", "'Tensro' was not declared"]),
+                                 ("erin", "lab02", ["limit hit", "time limit of 600 s hit"]),
+                                 ("frank", "lab02", ["not built", "rank program was not built"]),
+                                 ("gina", "lab01", ["no result", "lab01.json is unreadable"]),
+                                 ("gina", "lab02", ["not run", "the task did not run"])]:
+            r = self.results_json(name)
+            tests = [t for t in r["tests"] if t["name"].startswith(lab + "/")]
+            self.assertEqual(len(tests), 10 if lab == "lab01" else 13)
+            for t in tests:
+                self.assertEqual(t["score"], 0.0)
+                for w in words:
+                    self.assertIn(w, t["output"], f"{name} {lab}")
+            self.assertIn(f"{lab}: 0/{len(tests)} scenarios — not graded ({words[0]})", r["output"])
+
+    def test_execution_time_adds_the_tasks_seconds(self):
+        self.assertEqual(self.results_json("alice")["execution_time"], 25)  # 12.5 + 12.5
+        self.assertEqual(self.results_json("erin")["execution_time"], 612)  # 12.5 + 600
+
+    def test_figures_are_png(self):
+        if importlib.util.find_spec("matplotlib") is None:
+            self.skipTest("no matplotlib in this python")
+        for png in ["scores.png", "scenarios.png"]:
+            path = os.path.join(self.results, png)
+            self.assertIn(path, self.summary["plots"])
+            with open(path, "rb") as f:
+                data = f.read()
+            self.assertEqual(data[:8], PNG_MAGIC)
+            self.assertGreater(len(data), 10000, png)
+
+
+class Pieces(unittest.TestCase):
+    """The scoring of one scenario and the argument checks."""
+
+    def run_of(self, tp, passed, problems=(), **kw):
+        return dict({"scenario": "lab01/mlp", "tp": tp, "dp": 1, "sp": False, "passed": passed, "todo": False,
+                     "needs_other_lab": False, "problems": list(problems)}, **kw)
+
+    def test_all_or_nothing(self):
+        self.assertEqual(report.score_scenario("lab01/mlp", [self.run_of(1, True), self.run_of(2, True)])[:2],
+                         (1, report.PASS))
+        score, cell, text = report.score_scenario("lab01/mlp", [self.run_of(1, True), self.run_of(2, False, ["x"])])
+        self.assertEqual((score, cell), (0, report.FAIL))
+        self.assertEqual(text, "1 of 2 layouts passed; the scenario scores only when all pass.\n"
+                               "passed: tp=1\nFAIL tp=2:\n  x")
+        self.assertEqual(report.score_scenario("lab01/mlp", [])[:2], (0, report.NOT_GRADED))
+
+    def test_many_failed_layouts_are_listed_after_four(self):
+        runs = [self.run_of(tp, False, ["p" * 5000], sp=sp) for tp in (1, 2, 3) for sp in (False, True)]
+        _, _, text = report.score_scenario("lab01/mlp", runs)
+        self.assertIn("… and 2 more failed layouts: tp=3, tp=3 sp", text)
+        self.assertLessEqual(len(text), report.OUTPUT_CHARS)
+        self.assertIn("more characters cut]", text)
+
+    def test_needs_other_lab_names_it(self):
+        # The problem text tpsp-check writes (checkers/grader/grade.cpp) for a run that reached another lab.
+        run = self.run_of(2, False, ["needs lab02 TransformerLayer forward (labs/lab02_transformer_block/"
+                                     "transformer_layer.cpp:87), not implemented in your copy yet"],
+                          needs_other_lab=True)
+        score, cell, text = report.score_scenario("lab01/mlp", [run])
+        self.assertEqual((score, cell), (0, report.NOT_GRADED))
+        self.assertIn("needs lab02's code, not implemented in this submission (1 layout not graded)", text)
+
+    def test_a_task_graded_with_a_driver_note_or_no_status_keeps_its_score(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "ann"))
+            for lab in LABS:
+                shutil.copy(os.path.join(FIXTURES, f"{lab}.solution.json"), os.path.join(root, "ann", lab + ".json"))
+            with open(os.path.join(root, "ann", "lab01.status.json"), "w", encoding="utf-8") as f:
+                json.dump({"stage": "done", "ok": False, "message": "tpsp-check exited 1", "seconds": float("nan")}, f)
+            task = report.load_task(root, "ann", "lab01")
+            self.assertEqual((task["state"], task["message"], task["seconds"]),
+                             (report.OK, "the driver noted: tpsp-check exited 1", 0.0))
+            self.assertEqual(len(task["runs"]), 38)
+            task = report.load_task(root, "ann", "lab02")
+            self.assertEqual((task["state"], task["message"]), (report.OK, "the driver's lab02.status.json is absent"))
+
+    def test_bad_names_and_labs_are_refused(self):
+        for bad in ["../x", "a b", "..", ""]:
+            with self.assertRaisesRegex(ValueError, "does not match"):
+                report.write_reports("/nonexistent", ["lab01"], [bad])
+        with self.assertRaisesRegex(ValueError, "'lab1' is not a lab id"):
+            report.write_reports("/nonexistent", ["lab1"], ["alice"])
+        with self.assertRaisesRegex(ValueError, "no labs"):
+            report.write_reports("/nonexistent", [], ["alice"])
+
+
+class CommandLine(unittest.TestCase):
+    """report.py RESULTS --labs ...: the same files; without matplotlib a note and no figures."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="tpsp-report-cli-")
+        self.results = make_results(os.path.join(self.tmp, "RESULTS"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def run_report(self, *args, env=None):
+        return subprocess.run([sys.executable, "-B", REPORT, self.results, *args], capture_output=True,
+                              text=True, env=env, timeout=300)
+
+    def test_cli_writes_the_csv(self):
+        run = self.run_report("--labs", "lab01,lab02", "--scenarios", os.path.join(FIXTURES, "check_list.txt"))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("7 submissions, 2 labs (lab01, lab02), max score 23", run.stdout)
+        with open(os.path.join(self.results, "class.csv"), encoding="utf-8", newline="") as f:
+            self.assertEqual(list(csv.reader(f)), WANT_CSV)
+
+    def test_without_matplotlib_plots_are_skipped_with_a_note(self):
+        blocker = os.path.join(self.tmp, "block")
+        os.makedirs(blocker)
+        with open(os.path.join(blocker, "matplotlib.py"), "w", encoding="utf-8") as f:
+            f.write("raise ImportError('matplotlib blocked by the test')\n")
+        env = dict(os.environ, PYTHONPATH=blocker)
+        run = self.run_report("--labs", "lab01,lab02", env=env)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("plots skipped:", run.stdout)
+        self.assertTrue(os.path.exists(os.path.join(self.results, "class.csv")))
+        self.assertFalse(os.path.exists(os.path.join(self.results, "scores.png")))
+
+    def test_bad_lab_is_a_usage_error(self):
+        run = self.run_report("--labs", "lab1")
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("'lab1' is not a lab id", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
