@@ -49,63 +49,121 @@ void ring_rules(std::vector<HideRule>& rules, const std::string& phase, const st
 }
 
 // ---- ColumnParallelLinear -------------------------------------------------------------------
+// The layer, then the same weights frozen (no dweight) with skip_bias_add, and without SP with
+// gather_output (layers in phases "frozen.*" and "gather_output.*").
 ExpectedOutputs expected_column(uint64_t s, int, bool sp) {
+  const Tensor x = exact({S, B, IN}, s, "col.x"), w = exact({OUT, IN}, s, "col.w");
+  const Tensor dy = exact({S, B, OUT}, s, "col.dy");
   const Dense d =
-      dense(exact({S, B, IN}, s, "col.x"), exact({OUT, IN}, s, "col.w"), exact({OUT}, s, "col.b"),
-            exact({S, B, OUT}, s, "col.dy"), exact({OUT, IN}, s, "col.dw0"), exact({OUT}, s, "col.db0"));
+      dense(x, w, exact({OUT}, s, "col.b"), dy, exact({OUT, IN}, s, "col.dw0"), exact({OUT}, s, "col.db0"));
+  const Placement dx_placement = sp ? Placement::Shard(0) : Placement::Replicate();
   Expected y{d.y, Placement::Shard(2)};
   y.meaning =
       "y = X·A_rᵀ + b_r: rows [k·s/tp, (k+1)·s/tp) of y come from rank k's input shard — at ring step j you "
       "hold "
       "rank (r−j) mod tp's shard";
-  return {{"y", y},
-          {"dx", {d.dx, sp ? Placement::Shard(0) : Placement::Replicate()}},
-          {"dweight", {d.dw, Placement::Shard(0)}},
-          {"dbias", {d.db, Placement::Shard(0)}}};
+  ExpectedOutputs out{{"y", y},
+                      {"dx", {d.dx, dx_placement}},
+                      {"dweight", {d.dw, Placement::Shard(0)}},
+                      {"dbias", {d.db, Placement::Shard(0)}},
+                      {"frozen.y", {ops::matmul_forward(x, w), Placement::Shard(2)}},
+                      {"frozen.dx", {d.dx, dx_placement}},
+                      {"frozen.dbias", {d.db, Placement::Shard(0)}}};
+  if (!sp) {
+    out.insert({{"gather_output.y", {d.y, Placement::Replicate()}},
+                {"gather_output.dx", {d.dx, Placement::Replicate()}},
+                {"gather_output.dweight", {d.dw, Placement::Shard(0)}},
+                {"gather_output.dbias", {d.db, Placement::Shard(0)}}});
+  }
+  return out;
 }
 
 Pattern pattern_column(int tp, bool sp) {
   if (tp == 1) return {};
   constexpr uint64_t whole = S * B * IN * 4;
-  if (!sp) return {{"backward", {{OpKind::all_reduce, whole, "all-reduce of dX (f's backward)"}}}};
+  if (!sp) {
+    const ExpectedCall reduce{OpKind::all_reduce, whole, "all-reduce of dX (f's backward)"};
+    return {{"backward", {reduce}},
+            {"frozen.backward", {reduce}},
+            {"gather_output.forward",
+             {{OpKind::all_gather, S * B * OUT * 4, "gather_output: all-gather of Y's last dim", 2}}},
+            {"gather_output.backward", {reduce}}};
+  }
   Pattern p;
   ring(p["forward"], tp, whole / tp, "all_gather_matmul ring of the input shards [s/tp, b, in]");
+  p["frozen.forward"] = p["forward"];
   p["backward"] = {{OpKind::all_gather, whole, "all-gather of the saved input shard for the weight gradient"},
                    {OpKind::reduce_scatter, whole, "reduce-scatter of dX"}};
+  p["frozen.backward"] = {
+      {OpKind::reduce_scatter, whole, "reduce-scatter of dX (a frozen weight needs no gathered input)"}};
   return p;
 }
 
+/// The main layer's rules (also fc1's in overlap_under_link).
 std::vector<HideRule> column_rules(bool sp) {
+  const std::string wgrad = "the weight-gradient GEMM dW = dYᵀ·X";
+  if (!sp) return {{"backward", "all_reduce", "", "wgrad", wgrad}};
   std::vector<HideRule> rules;
-  if (!sp) return {{"backward", "all_reduce", "", "wgrad", "the weight-gradient GEMM dW = dYᵀ·X"}};
   ring_rules(rules, "forward", "forward");
   rules.push_back({"backward", "all_gather", "", "dgrad",
                    "the dgrad GEMM dX = dY·A (it does not need the gathered input)"});
-  rules.push_back({"backward", "reduce_scatter", "", "wgrad", "the weight-gradient GEMM dW = dYᵀ·X"});
+  rules.push_back({"backward", "reduce_scatter", "", "wgrad", wgrad});
   return rules;
 }
 
-// ---- RowParallelLinear (SP) -----------------------------------------------------------------
-ExpectedOutputs expected_row(uint64_t s, int, bool) {
-  const Dense d = dense(exact({S, B, OUT}, s, "row.x"), exact({IN, OUT}, s, "row.w"), exact({IN}, s, "row.b"),
-                        exact({S, B, IN}, s, "row.dy"), exact({IN, OUT}, s, "row.dw0"), Tensor::zeros({IN}));
-  return {{"y", {d.y, Placement::Shard(0)}},
-          {"dx", {d.dx, Placement::Shard(2)}},
-          {"dweight", {d.dw, Placement::Shard(1)}},
-          {"dbias", {d.db, Placement::Partial()}}};
+/// column_overlap's rules: the main layer's, the frozen layer's forward ring (its reduction has no
+/// GEMM left to hide behind) and the gather_output layer's all-reduce of dX behind its wgrad.
+std::vector<HideRule> column_scenario_rules(bool sp) {
+  std::vector<HideRule> rules = column_rules(sp);
+  if (sp)
+    ring_rules(rules, "frozen.forward", "forward");
+  else
+    rules.push_back(
+        {"gather_output.backward", "all_reduce", "", "wgrad", "the weight-gradient GEMM dW = dYᵀ·X"});
+  return rules;
 }
 
-Pattern pattern_row(int tp, bool) {
+// ---- RowParallelLinear ----------------------------------------------------------------------
+// The layer, then without SP the same weights with input_is_parallel=false and skip_bias_add
+// (phases "input_not_parallel.*").
+ExpectedOutputs expected_row(uint64_t s, int, bool sp) {
+  const Tensor x = exact({S, B, OUT}, s, "row.x"), w = exact({IN, OUT}, s, "row.w");
+  const Dense d = dense(x, w, exact({IN}, s, "row.b"), exact({S, B, IN}, s, "row.dy"),
+                        exact({IN, OUT}, s, "row.dw0"), Tensor::zeros({IN}));
+  // Under SP each rank's bias gradient covers its own tokens (summed over TP afterwards).
+  ExpectedOutputs out{{"y", {d.y, sp ? Placement::Shard(0) : Placement::Replicate()}},
+                      {"dx", {d.dx, Placement::Shard(2)}},
+                      {"dweight", {d.dw, Placement::Shard(1)}},
+                      {"dbias", {d.db, sp ? Placement::Partial() : Placement::Replicate()}}};
+  if (!sp) {
+    out.insert({{"input_not_parallel.y", {ops::matmul_forward(x, w), Placement::Replicate()}},
+                {"input_not_parallel.dx", {d.dx, Placement::Replicate()}},
+                {"input_not_parallel.dweight", {d.dw, Placement::Shard(1)}},
+                {"input_not_parallel.dbias", {d.db, Placement::Replicate()}}});
+  }
+  return out;
+}
+
+Pattern pattern_row(int tp, bool sp) {
   if (tp == 1) return {};
   constexpr uint64_t chunk_bytes = S * B * IN * 4;  // one [s/tp, b, out] chunk is whole/tp
   Pattern p;
+  if (!sp) {
+    const ExpectedCall g{OpKind::all_reduce, S * B * IN * 4, "g: all-reduce of the partial Y"};
+    p["forward"] = {g};
+    p["input_not_parallel.forward"] = {g};
+    p["input_not_parallel.backward"] = {
+        {OpKind::all_gather, S * B * OUT * 4, "scatter's backward: all-gather of dX's last dim", 2}};
+    return p;
+  }
   ring(p["forward"], tp, chunk_bytes / tp, "matmul_reduce_scatter ring of the running sums [s/tp, b, out]");
   ring(p["backward"], tp, chunk_bytes / tp, "all_gather_matmul ring of the dY shards [s/tp, b, out]");
   return p;
 }
 
-std::vector<HideRule> row_rules() {
-  std::vector<HideRule> rules;
+std::vector<HideRule> row_rules(bool sp) {
+  std::vector<HideRule> rules;  // without SP: g's all-reduce needs the whole product, nothing to hide
+  if (!sp) return rules;
   ring_rules(rules, "forward", "forward");
   ring_rules(rules, "backward", "dgrad");
   return rules;
@@ -188,23 +246,25 @@ ExpectedOutputs expected_aliasing(uint64_t, int, bool) {
 void add_scenarios(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab04",
                  .name = "column_overlap",
-                 .summary = "ColumnParallelLinear with tp_comm_overlap: the forward ring, the async backward",
+                 .summary =
+                     "ColumnParallelLinear with tp_comm_overlap: the forward ring, the async backward; a "
+                     "frozen weight, gather_output",
                  .sp_variants = true,
                  .expected = expected_column,
                  .pattern = pattern_column,
                  .timeline = [](int tp, bool sp, const std::vector<RankTimeline>& r) {
-                   return tp == 1 ? std::vector<std::string>{} : check_hidden(r, column_rules(sp));
+                   return tp == 1 ? std::vector<std::string>{} : check_hidden(r, column_scenario_rules(sp));
                  }});
   out.push_back(
       {.lab = "lab04",
        .name = "row_overlap",
-       .summary =
-           "RowParallelLinear with tp_comm_overlap under SP: GEMM + reduce-scatter, all-gather + dgrad rings",
-       .sp_only = true,
+       .summary = "RowParallelLinear with tp_comm_overlap: under SP GEMM + reduce-scatter and all-gather + "
+                  "dgrad rings; without SP g's all-reduce, and input_is_parallel=false",
+       .sp_variants = true,
        .expected = expected_row,
        .pattern = pattern_row,
-       .timeline = [](int tp, bool, const std::vector<RankTimeline>& r) {
-         return tp == 1 ? std::vector<std::string>{} : check_hidden(r, row_rules());
+       .timeline = [](int tp, bool sp, const std::vector<RankTimeline>& r) {
+         return tp == 1 ? std::vector<std::string>{} : check_hidden(r, row_rules(sp));
        }});
   out.push_back(
       {.lab = "lab04",

@@ -22,45 +22,90 @@ LinearOptions overlap_opts(bool sp) {
 }
 
 /// Forward then backward of one layer, each in its phase, inputs guarded against writes.
+/// `prefix` names the phases of a layer run with other options ("frozen." → "frozen.forward").
 template <class Layer>
 std::pair<Tensor, Tensor> step(RunContext& ctx, Layer& layer, const std::string& name, const Tensor& x,
-                               const Tensor& dy) {
+                               const Tensor& dy, const std::string& prefix = "") {
   LinearSaved saved;
-  ctx.begin_phase("forward");
+  ctx.begin_phase(prefix + "forward");
   Tensor y =
       guarded(name + "::forward", {{"x", &x}}, [&] { return layer.forward(x, saved, *ctx.tp); }).clone();
-  ctx.begin_phase("backward");
+  ctx.begin_phase(prefix + "backward");
   Tensor dx =
       guarded(name + "::backward", {{"dy", &dy}}, [&] { return layer.backward(dy, saved, *ctx.tp); }).clone();
   return {y, dx};
 }
 
 /// ColumnParallelLinear [OUT, IN] with bias; the gradient buffers start non-zero (accumulation).
+/// Then the same weights with other options, each in its own phases: a frozen weight (no dweight
+/// buffer) with skip_bias_add, and (without SP, as Megatron) gather_output.
 RankOutputs run_column(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t s = ctx.seed;
-  Tensor dw = chunk(exact({OUT, IN}, s, "col.dw0"), 0, r, n), db = chunk(exact({OUT}, s, "col.db0"), 0, r, n);
-  ColumnParallelLinear layer(chunk(exact({OUT, IN}, s, "col.w"), 0, r, n),
-                             chunk(exact({OUT}, s, "col.b"), 0, r, n), dw, db, overlap_opts(ctx.sp),
-                             "check.column");
-  const Tensor x = exact({S, B, IN}, s, "col.x");
-  const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
-  const Tensor dy = chunk(exact({S, B, OUT}, s, "col.dy"), 2, r, n);
-  const auto [y, dx] = step(ctx, layer, "ColumnParallelLinear", x_in, dy);
-  return {{"y", y}, {"dx", dx}, {"dweight", dw}, {"dbias", db}};
+  const Tensor w = chunk(exact({OUT, IN}, s, "col.w"), 0, r, n), b = chunk(exact({OUT}, s, "col.b"), 0, r, n);
+  const Tensor dw0 = chunk(exact({OUT, IN}, s, "col.dw0"), 0, r, n),
+               db0 = chunk(exact({OUT}, s, "col.db0"), 0, r, n);
+  const Tensor x = exact({S, B, IN}, s, "col.x"), dy = exact({S, B, OUT}, s, "col.dy");
+  const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x, dy_in = chunk(dy, 2, r, n);
+  RankOutputs out;
+  {
+    Tensor dw = dw0.clone(), db = db0.clone();
+    ColumnParallelLinear layer(w, b, dw, db, overlap_opts(ctx.sp), "check.column");
+    const auto [y, dx] = step(ctx, layer, "ColumnParallelLinear", x_in, dy_in);
+    out.insert({{"y", y}, {"dx", dx}, {"dweight", dw}, {"dbias", db}});
+  }
+  {
+    Tensor db = db0.clone();
+    LinearOptions opt = overlap_opts(ctx.sp);
+    opt.skip_bias_add = true;
+    ColumnParallelLinear layer(w, b, Tensor(), db, opt, "check.column_frozen");
+    const auto [y, dx] = step(ctx, layer, "ColumnParallelLinear (frozen weight)", x_in, dy_in, "frozen.");
+    out.insert({{"frozen.y", y}, {"frozen.dx", dx}, {"frozen.dbias", db}});
+  }
+  if (!ctx.sp) {
+    Tensor dw = dw0.clone(), db = db0.clone();
+    LinearOptions opt = overlap_opts(false);
+    opt.gather_output = true;
+    ColumnParallelLinear layer(w, b, dw, db, opt, "check.column_gathered");
+    const auto [y, dx] = step(ctx, layer, "ColumnParallelLinear (gather_output)", x, dy, "gather_output.");
+    out.insert({{"gather_output.y", y},
+                {"gather_output.dx", dx},
+                {"gather_output.dweight", dw},
+                {"gather_output.dbias", db}});
+  }
+  return out;
 }
 
-/// RowParallelLinear [IN, OUT] (input split on its last dim) with SP; dbias starts at zero.
+/// RowParallelLinear [IN, OUT] (input split on its last dim) with bias; dbias starts at zero. Without
+/// SP also a layer that splits a replicated input itself (input_is_parallel=false) with skip_bias_add.
 RankOutputs run_row(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t s = ctx.seed;
-  Tensor dw = chunk(exact({IN, OUT}, s, "row.dw0"), 1, r, n), db = Tensor::zeros({IN});
-  RowParallelLinear layer(chunk(exact({IN, OUT}, s, "row.w"), 1, r, n), exact({IN}, s, "row.b"), dw, db,
-                          overlap_opts(true), "check.row");
-  const Tensor x = chunk(exact({S, B, OUT}, s, "row.x"), 2, r, n);
-  const Tensor dy = chunk(exact({S, B, IN}, s, "row.dy"), 0, r, n);
-  const auto [y, dx] = step(ctx, layer, "RowParallelLinear", x, dy);
-  return {{"y", y}, {"dx", dx}, {"dweight", dw}, {"dbias", db}};
+  const Tensor w = chunk(exact({IN, OUT}, s, "row.w"), 1, r, n), b = exact({IN}, s, "row.b");
+  const Tensor dw0 = chunk(exact({IN, OUT}, s, "row.dw0"), 1, r, n);
+  const Tensor x = exact({S, B, OUT}, s, "row.x"), dy = exact({S, B, IN}, s, "row.dy");
+  const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
+  RankOutputs out;
+  {
+    Tensor dw = dw0.clone(), db = Tensor::zeros({IN});
+    RowParallelLinear layer(w, b, dw, db, overlap_opts(ctx.sp), "check.row");
+    const auto [y, dx] = step(ctx, layer, "RowParallelLinear", chunk(x, 2, r, n), dy_in);
+    out.insert({{"y", y}, {"dx", dx}, {"dweight", dw}, {"dbias", db}});
+  }
+  if (!ctx.sp) {
+    Tensor dw = dw0.clone(), db = Tensor::zeros({IN});
+    LinearOptions opt = overlap_opts(false);
+    opt.input_is_parallel = false;
+    opt.skip_bias_add = true;
+    RowParallelLinear layer(w, b, dw, db, opt, "check.row_scattered");
+    const auto [y, dx] =
+        step(ctx, layer, "RowParallelLinear (input_is_parallel=false)", x, dy, "input_not_parallel.");
+    out.insert({{"input_not_parallel.y", y},
+                {"input_not_parallel.dx", dx},
+                {"input_not_parallel.dweight", dw},
+                {"input_not_parallel.dbias", db}});
+  }
+  return out;
 }
 
 /// fc1 (column) → fc2 (row), SP, under the emulated link; the ranks start each phase together.
