@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench docs timeline release format clean
+.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench bench-grade docs timeline release format clean
 
 all: build
 
@@ -47,6 +47,10 @@ bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target bench_mlp_step bench_gpt_step bench_collectives bench_overlap -- --no-print-directory
 	/usr/bin/python3 bench/run_bench.py --build $(BUILD) $(BENCH_ARGS)
+
+## make bench-grade: ./grade over the 30-submission synthetic class (root; bench/bench_grade.sh).
+bench-grade: build
+	bench/bench_grade.sh $(BENCH_LABS)
 
 ## make docs: build tpsp-capacity and draw lesson 03's figures from its numbers (activation memory per
 ## rank and one layer's communication bytes against tp, SP on and off) into docs/lessons/figures/

@@ -36,6 +36,8 @@ FORBIDDEN_SYMBOLS = [
     (re.compile(r"tpsp::comm::Recorder::(append|append_compute|issued|mark_waited|set_enabled|clear|next_id)\b"),
      "writes the communication record (the grader's evidence of what was communicated)"),
     (re.compile(r"tpsp::trace::(install|Span::Span)\b"), "writes compute spans (the grader's evidence of overlap)"),
+    (re.compile(r"tpsp::checkers::|tpsp::io::|write_chrome_trace"),
+     "calls the rank program's own code (the scenarios, the dumps, result files)"),
     (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|^(fopen|fopen64|freopen|open|open64|openat|creat|"
                 r"opendir|readlink|unlink|rename|mkdir)$"), "opens files (a lab's code reads and writes only tensors)"),
     (re.compile(r"^(fork|vfork|clone|clone3|execv|execve|execvp|execvpe|execl|execlp|execle|fexecve|posix_spawn|"
