@@ -84,7 +84,7 @@ int parse(int argc, char** argv, Options& o) {
   app.add_flag("--list", o.list, "list the labs and their scenarios, then exit");
   app.add_option("--confine-uid", o.confine_uid,
                  "(./grade) run each launch's ranks as uid N + k, in their own namespaces (needs root)")
-      ->check(CLI::Range(1000L, 2000000000L));
+      ->check(CLI::Range(1000L, 4200000000L));
   app.add_option("--rank-memory-mib", o.rank_memory_mib, "(with --confine-uid) address space of a rank, MiB")
       ->check(CLI::Range(256.0, 1048576.0));
   app.add_option("--rank-cpu-s", o.rank_cpu_s, "(with --confine-uid) CPU seconds of a rank process")

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <net/if.h>
 #include <sched.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -92,6 +93,19 @@ void take_back(const std::string& dir) {
   [[maybe_unused]] const int r = ::chown(dir.c_str(), 0, 0);
 }
 
+/// After a confined launch: SIGKILLs every process left running as its uid (a spinner that left its
+/// process group with setsid, a daemon), from a child that takes that uid: kill(-1) reaches exactly them.
+void kill_uid(long uid) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(static_cast<gid_t>(uid)) == 0 && ::setuid(static_cast<uid_t>(uid)) == 0) ::kill(-1, SIGKILL);
+    ::_exit(0);
+  }
+  int st = 0;
+  while (pid > 0 && ::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+}
+
 }  // namespace
 
 void confine_launches(const run::Confinement& limits) {
@@ -132,6 +146,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
         ::_exit(1);
       }
     run::LineRelay relay(ranks, spec.tail_lines, log, log);
+    relay.limit_bytes_per_rank(1 << 20);  // the log is read back whole by the grader
     const run::JobOutcome outcome = run::run_job(spec, relay);
     run::write_all(log, run::format_summary(outcome, relay, spec.timeout_s, false));
     ::_exit(run::exit_code(outcome));
@@ -177,6 +192,7 @@ int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& ru
       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},
       scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr);
   if (confine) {
+    kill_uid(confine->uid);
     take_back(scratch);
     for (const PlannedRun* r : runs) take_back(r->dir);
   }

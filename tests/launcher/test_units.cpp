@@ -86,3 +86,20 @@ TEST_CASE("unit: the relay emits whole prefixed lines and keeps the last K") {
   }
   for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
 }
+
+TEST_CASE("unit: with a byte bound the relay cuts a rank's output once and keeps its tail") {
+  int out[2], err[2];
+  REQUIRE(pipe2(out, O_NONBLOCK) == 0);
+  REQUIRE(pipe2(err, O_NONBLOCK) == 0);
+  {
+    LineRelay relay({0, 1}, 1, out[1], err[1]);
+    relay.limit_bytes_per_rank(40);  // "[rank 0] " is 9 bytes: two 10-byte lines fit (2 x 20), not three
+    for (int i = 0; i < 5; ++i) relay.feed(0, Stream::kOut, "0123456789\n");
+    relay.feed(1, Stream::kOut, "other\n");
+    CHECK(read_available(out[0]) == "[rank 0] 0123456789\n[rank 0] 0123456789\n"
+                                    "[rank 0] (output cut here: over 40 bytes)\n[rank 1] other\n");
+    CHECK(relay.line_count(0) == 5);
+    CHECK(relay.tail(0).back().text == "0123456789");
+  }
+  for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+}

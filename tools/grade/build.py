@@ -38,12 +38,18 @@ FORBIDDEN_SYMBOLS = [
     (re.compile(r"tpsp::trace::(install|Span::Span)\b"), "writes compute spans (the grader's evidence of overlap)"),
     (re.compile(r"tpsp::checkers::|tpsp::io::|write_chrome_trace"),
      "calls the rank program's own code (the scenarios, the dumps, result files)"),
-    (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|^(fopen|fopen64|freopen|open|open64|openat|creat|"
-                r"opendir|readlink|unlink|rename|mkdir)$"), "opens files (a lab's code reads and writes only tensors)"),
-    (re.compile(r"^(fork|vfork|clone|clone3|execv|execve|execvp|execvpe|execl|execlp|execle|fexecve|posix_spawn|"
-                r"posix_spawnp|system|popen|ptrace|kill|dlopen|dlsym|syscall)$"),
+    (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|\bstd::filesystem::|"
+                r"^(fopen|fopen64|freopen|freopen64|fdopen|open|open64|openat|openat64|__open_2|__open64_2|"
+                r"__openat_2|creat|creat64|opendir|fdopendir|readlink|readlinkat|unlink|unlinkat|rename|renameat|"
+                r"renameat2|mkdir|mkdirat|chdir|fchdir|chroot|truncate|ftruncate)$"),
+     "opens files or folders (a lab's code reads and writes only tensors)"),
+    (re.compile(r"^(fork|_Fork|vfork|clone|clone3|execv|execve|execveat|execvp|execvpe|execl|execlp|execle|fexecve|"
+                r"posix_spawn|posix_spawnp|system|popen|daemon|setsid|setpgid|ptrace|kill|tgkill|tkill|killpg|"
+                r"signal|sigaction|prctl|unshare|setns|process_vm_readv|process_vm_writev|pidfd_open|dlopen|dlsym|"
+                r"dlvsym|syscall)$"),
      "starts or controls processes, or makes raw system calls"),
-    (re.compile(r"^(socket|connect|bind|listen|accept|sendto|recvfrom|mmap|mmap64|shm_open|getenv|secure_getenv)$"),
+    (re.compile(r"^(socket|socketpair|connect|bind|listen|accept|accept4|sendto|recvfrom|sendmsg|recvmsg|mmap|mmap64|"
+                r"mprotect|shm_open|shmget|shmat|msgget|semget|mq_open|getenv|secure_getenv|environ|__environ)$"),
      "reaches outside the process group's calls (sockets, shared memory, the environment)"),
 ]
 SYSCALL_INSTRUCTION = re.compile(r"\s(syscall|sysenter|int\s+\$0x80)\b")

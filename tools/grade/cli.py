@@ -117,11 +117,16 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
         os.chown(ccache, 65534, 65534)
     check_args = (["--tp", args.tp] if args.tp else []) + (["--no-dp"] if args.no_dp else [])
     specs, names = [], []
-    for entry in submissions.discover(args.submissions):
+    # Each launch's ranks get a uid of their own: tasks i * 100000 apart, from a base drawn per ./grade
+    # run so that two runs on one node (two classes, two Slurm arrays) are unlikely to share one.
+    entries = submissions.discover(args.submissions)
+    span = (len(entries) * len(labs) + 1) * 100_000
+    uid_base = 100_000_000 + secrets.randbelow((4_000_000_000 - 100_000_000 - span) // 100_000) * 100_000
+    for entry in entries:
         try:
             sub = submissions.collect(entry, registry, out / ".src")
-        except submissions.SubmissionError as e:
-            print(f"./grade: {e}: not graded", file=sys.stderr)
+        except Exception as e:  # one submission that cannot be taken never stops the class
+            print(f"./grade: {entry.name}: {e}: not graded", file=sys.stderr)
             continue
         names.append(sub.name)
         (out / sub.name).mkdir(exist_ok=True)
@@ -137,7 +142,7 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
             root = out / ".roots" / str(i)
             root.mkdir(exist_ok=True)
             specs.append({"submission": sub.name, "lab": lab, "seed": task_seed(secret, sub.name, lab, sub.digest),
-                          "confine_uid": 1_000_000 + (i % 19_000) * 100_000, "new_root": str(root.resolve()),
+                          "confine_uid": uid_base + i * 100_000, "new_root": str(root.resolve()),
                           "binds": binds, "check_args": check_args,
                           "limits": {**LIMITS, "grade_seconds": args.task_timeout}})
     for i, spec in enumerate(specs):

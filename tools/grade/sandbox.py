@@ -77,7 +77,8 @@ def enter(new_root: str, binds: dict[str, tuple[str, bool]], tmp_mib: int = 512)
         _mount("-t", "tmpfs", "-o", f"size={tmp_mib}m,mode=1777,nosuid,nodev", "tmpfs", str(root / d))
     os.chmod(root / "grade/scratch", 0o711)
     (root / "proc").mkdir()
-    _mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", str(root / "proc"))
+    # hidepid: a rank sees only its own launch's processes, not the task's command lines.
+    _mount("-t", "proc", "-o", "nosuid,nodev,noexec,hidepid=2", "proc", str(root / "proc"))
     for inside, (outside, writable) in binds.items():
         if not Path(outside).exists():
             raise SandboxError(f"{outside} (for {inside}) does not exist")

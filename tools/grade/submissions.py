@@ -64,46 +64,79 @@ def submission_name(entry: Path) -> str:
     return name
 
 
-def _safe_member(name: str) -> bool:
-    parts = Path(name).parts
-    return bool(parts) and not name.startswith("/") and ".." not in parts
+RESERVED_NAMES = {"class.csv", "scores.png", "scenarios.png"}  # the class's own files in RESULTS/
+MAX_MEMBERS = 10_000  # an archive with more entries is refused (an archive bomb)
 
 
-def _unpack(archive: Path, into: Path) -> None:
-    """Extracts the regular files of a tar or zip archive into `into`; links, devices, absolute or
-    '..' paths and files over MAX_FILE_BYTES are refused (SubmissionError naming the member)."""
+def _wanted(member: str, files: set[str]) -> str | None:
+    """The registry file ("<lab dir>/<file>") that archive member `member` is, at one of the accepted
+    places (the top, labs/, one top folder, or its labs/), or None."""
+    parts = Path(member).parts
+    if member.startswith("/") or ".." in parts:
+        return None
+    for rest in (parts, parts[1:] if parts[:1] == ("labs",) else (), parts[1:],
+                 parts[2:] if parts[1:2] == ("labs",) else ()):
+        if rest and "/".join(rest) in files:
+            return "/".join(rest)
+    return None
+
+
+def _unpack(archive: Path, files: set[str], into: Path) -> None:
+    """Extracts from a tar or zip archive only the members that are registry files (`files`), each a
+    plain file of at most MAX_FILE_BYTES; everything else is skipped unread. Raises SubmissionError for
+    an archive of over MAX_MEMBERS entries or a lab file that is a link, a device or too large."""
+    def put(rel: str, data: bytes) -> None:
+        target = into / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
     if archive.name.endswith(".zip"):
         with zipfile.ZipFile(archive) as z:
-            for info in z.infolist():
-                if info.is_dir():
+            infos = z.infolist()
+            if len(infos) > MAX_MEMBERS:
+                raise SubmissionError(f"{archive.name}: over {MAX_MEMBERS} entries")
+            for info in infos:
+                rel = None if info.is_dir() else _wanted(info.filename, files)
+                if rel is None:
                     continue
-                if not _safe_member(info.filename) or info.file_size > MAX_FILE_BYTES:
-                    raise SubmissionError(f"{archive.name}: member '{info.filename}' is unsafe or too large")
-                target = into / info.filename
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(z.read(info))
+                if info.file_size > MAX_FILE_BYTES:
+                    raise SubmissionError(f"{archive.name}: {info.filename} is over {MAX_FILE_BYTES} bytes")
+                put(rel, z.read(info)[: MAX_FILE_BYTES + 1])
         return
     with tarfile.open(archive) as t:
-        for member in t.getmembers():
-            if member.isdir():
+        for count, member in enumerate(t, 1):
+            if count > MAX_MEMBERS:
+                raise SubmissionError(f"{archive.name}: over {MAX_MEMBERS} entries")
+            rel = _wanted(member.name, files)
+            if rel is None or member.isdir():
                 continue
-            if not member.isfile() or not _safe_member(member.name) or member.size > MAX_FILE_BYTES:
-                raise SubmissionError(f"{archive.name}: member '{member.name}' is not a plain file of "
-                                      f"at most {MAX_FILE_BYTES} bytes under the archive's top")
-            target = into / member.name
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if not member.isfile() or member.size > MAX_FILE_BYTES:
+                raise SubmissionError(f"{archive.name}: {member.name} is not a plain file of at most "
+                                      f"{MAX_FILE_BYTES} bytes")
             with t.extractfile(member) as src:
-                target.write_bytes(src.read())
+                put(rel, src.read(MAX_FILE_BYTES + 1))
+
+
+def _no_links(path: Path, root: Path) -> bool:
+    """True when no component of `path` below `root` (nor root itself) is a symbolic link."""
+    p = path
+    while True:
+        if p.is_symlink():
+            return False
+        if p == root or p == p.parent:
+            return True
+        p = p.parent
 
 
 def _find(root: Path, rel: str) -> Path | None:
-    """`rel` ("<lab dir>/<file>") at the top of `root`, under labs/, or under one top folder."""
+    """`rel` ("<lab dir>/<file>") at the top of `root`, under labs/, or under one top folder; a path
+    through a symbolic link (to the solution, to a classmate's folder) is never taken."""
     candidates = [root / rel, root / "labs" / rel]
-    tops = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+    tops = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()] if root.is_dir() else []
     if len(tops) == 1:
         candidates += [tops[0] / rel, tops[0] / "labs" / rel]
     for c in candidates:
-        if c.is_file() and not c.is_symlink():
+        if _no_links(c, root) and c.is_file():
             return c
     return None
 
@@ -111,35 +144,45 @@ def _find(root: Path, rel: str) -> Path | None:
 def collect(entry: Path, registry: dict, staging: Path) -> Submission:
     """Copies the registry's files of submission `entry` (a folder or an archive) to staging/<name>.
 
-    Raises SubmissionError (bad name, unsafe archive, a lab file over 1 MiB or a link).
+    Raises SubmissionError for anything that cannot be taken: a bad or reserved name, a link, an
+    unreadable, corrupt or oversized archive, a lab file over 1 MiB.
     """
     name = submission_name(entry)
+    if name in RESERVED_NAMES:
+        raise SubmissionError(f"submission name '{name}' is one of the class's own result files")
+    if entry.is_symlink():
+        raise SubmissionError(f"{entry.name} is a symbolic link")
+    wanted = {f for files in lab_files(registry).values() for f in files}
     dest = staging / name
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     root = entry
-    if entry.is_file():
-        root = staging / f".unpack-{name}"
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir()
-        try:
-            _unpack(entry, root)
-        except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
-            raise SubmissionError(f"{entry.name}: cannot read the archive: {e}") from e
-    found, digest = [], hashlib.sha256()
-    for rel in sorted({f for files in lab_files(registry).values() for f in files}):
-        src = _find(root, rel)
-        if src is None:
-            continue
-        if src.stat().st_size > MAX_FILE_BYTES:
-            raise SubmissionError(f"{name}: {rel} is over {MAX_FILE_BYTES} bytes")
-        data = src.read_bytes()
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        (dest / rel).write_bytes(data)
-        found.append(rel)
-        digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
-    if entry.is_file():
-        shutil.rmtree(root, ignore_errors=True)
+    try:
+        if entry.is_file():
+            root = staging / f".unpack-{name}"
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            try:
+                _unpack(entry, wanted, root)
+            except SubmissionError:
+                raise
+            except Exception as e:  # a corrupt member, an unknown compression, a full disk …
+                raise SubmissionError(f"{entry.name}: cannot read the archive: {type(e).__name__}: {e}") from e
+        found, digest = [], hashlib.sha256()
+        for rel in sorted(wanted):
+            src = _find(root, rel)
+            if src is None:
+                continue
+            if src.stat().st_size > MAX_FILE_BYTES:
+                raise SubmissionError(f"{name}: {rel} is over {MAX_FILE_BYTES} bytes")
+            data = src.read_bytes()
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(data)
+            found.append(rel)
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    finally:
+        if root is not entry:
+            shutil.rmtree(root, ignore_errors=True)
     os.chmod(dest, 0o755)
     return Submission(name, dest, found, digest.hexdigest())
 
@@ -149,6 +192,7 @@ def discover(folder: Path) -> list[Path]:
     skipped). Raises SubmissionError when there is none."""
     entries = sorted(p for p in folder.iterdir()
                      if not p.name.startswith(".") and (p.is_dir() or p.name.endswith(ARCHIVE_SUFFIXES)))
+    # (a symbolic link among them is kept here and refused by collect(), so that it is reported)
     if not entries:
         raise SubmissionError(f"{folder} holds no submission (a folder or a .tar.gz/.tgz/.tar/.zip per student)")
     return entries

@@ -40,9 +40,17 @@ LineRelay::LineRelay(std::vector<int> ranks, std::size_t tail_lines, int out_fd,
 }
 
 void LineRelay::take_line(Slot& slot, Stream stream, std::string_view text, std::string& batch) {
-  batch += slot.prefix;
-  batch += text;
-  batch += '\n';
+  const std::size_t size = slot.prefix.size() + text.size() + 1;
+  if (max_bytes_ > 0 && !slot.cut && slot.relayed + size > max_bytes_) {
+    slot.cut = true;
+    batch += slot.prefix + "(output cut here: over " + std::to_string(max_bytes_) + " bytes)\n";
+  }
+  if (!slot.cut) {
+    batch += slot.prefix;
+    batch += text;
+    batch += '\n';
+    slot.relayed += size;
+  }
   ++slot.lines;
   if (tail_lines_ == 0) return;
   slot.tail.push_back(TailLine{stream, std::string(text)});

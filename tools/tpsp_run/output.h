@@ -47,6 +47,11 @@ class LineRelay {
   // The last lines of slot `slot`, oldest first, both streams in arrival order.
   const std::deque<TailLine>& tail(std::size_t slot) const { return slots_[slot].tail; }
 
+  // Relays at most `bytes` (prefixes included) per rank, then one line saying the rest was cut (the
+  // tail still follows every line): a rank that prints without end cannot fill the log's disk. 0 (the
+  // default): no bound.
+  void limit_bytes_per_rank(std::size_t bytes) { max_bytes_ = bytes; }
+
   // The rank number shown for slot `slot`.
   int rank_of(std::size_t slot) const { return slots_[slot].rank; }
 
@@ -60,6 +65,8 @@ class LineRelay {
     std::string pending[2];  // unfinished line per stream
     std::deque<TailLine> tail;
     std::size_t lines = 0;
+    std::size_t relayed = 0;  // bytes written for this rank so far
+    bool cut = false;         // the bound was reached: nothing more is written
   };
 
   // Appends one finished line to `batch` (prefixed, newline-terminated) and to the slot's tail.
@@ -71,6 +78,7 @@ class LineRelay {
   std::size_t tail_lines_;
   int fds_[2];
   bool fd_ok_[2] = {true, true};
+  std::size_t max_bytes_ = 0;
 };
 
 }  // namespace tpsp::run
