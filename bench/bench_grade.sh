@@ -23,8 +23,7 @@ for pass in cold warm; do
   ./grade "$W/SUBMISSIONS" --labs "$labs" --out "$W/RESULTS" --kit "$kit" --ccache "$W/ccache" \
     --seed-file "$W/seed" --task-timeout 60 >"$W/grade-$pass.log"
   t1=$(date +%s.%N)
-  /usr/bin/python3 -B tests/grade/check_verdicts.py "$W/expected.json" "$W/RESULTS" "$labs" "$(cat "$W/seed")" |
-    tail -n 1
+  /usr/bin/python3 -B tests/grade/check_verdicts.py "$W/expected.json" "$W/RESULTS" "$labs" "$(cat "$W/seed")" || true
   awk -v a="$t0" -v b="$t1" -v s="$n_subs" -v l="$n_labs" -v p="$pass" -v j="$(nproc)" 'BEGIN {
     w = b - a; t = w * j / (s * l)
     printf "grade %d submissions x %d labs (%s compiler cache): wall %.0f s; per task %.1f s of a core; per task / 20 s target %.2f\n", s, l, p, w, t, t / 20 }'

@@ -5,7 +5,9 @@
 # (g) leak the seed, and a memory hog) gives every (submission, lab) the verdict its expected.json
 # names (tests/grade/check_verdicts.py), locally in parallel or, with --slurm, through a private
 # one-node Slurm cluster (tools/slurm/start_slurm.sh). Labs lab01 and lab03 at tp 1, 2 without the dp
-# run (CI time); the grading seed comes from a file and must not leak. Needs root (./grade does).
+# run (CI time); the grading seed comes from a file and must not leak. Locally, the attacks that the
+# forbidden-symbol rule refuses are also graded without it (--allow-any-symbol) and must still fail.
+# Needs root (./grade does).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 kit=$1 ccache=$2 mode=${3:-}
@@ -31,3 +33,14 @@ t0=$(date +%s.%N)
   --seed-file "$W/seed" "${extra[@]}"
 echo "./grade ${extra[*]}: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 /usr/bin/python3 -B tests/grade/check_verdicts.py "$W/expected.json" "$W/RESULTS" $labs "$(cat "$W/seed")"
+[[ "$mode" == --slurm ]] && exit 0
+# The layers under the forbidden-symbol rule: the attacks that it refuses, built without it, still fail
+# (the solution's program out of reach, other runs' folders closed, the grading seed never inside).
+mkdir "$W/LAYERS"
+for name in $(/usr/bin/python3 -c 'import json, sys; print(" ".join(n for n, e in json.load(open(sys.argv[1])).items() if "without_symbol_rule" in e))' "$W/expected.json"); do
+  cp -r "$W/SUBMISSIONS/$name" "$W/LAYERS/"
+done
+./grade "$W/LAYERS" --labs lab01 --out "$W/RESULTS-LAYERS" --kit "$kit" --ccache "$ccache" --tp 1,2 --no-dp \
+  --seed-file "$W/seed" --allow-any-symbol
+/usr/bin/python3 -B tests/grade/check_verdicts.py "$W/expected.json" "$W/RESULTS-LAYERS" lab01 "$(cat "$W/seed")" \
+  --without-symbol-rule

@@ -55,6 +55,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--ccache", type=Path, help="compiler cache shared by the class's builds (default: OUT/.ccache)")
     p.add_argument("--kit", type=Path, help="a built grading kit (default: make grade-kit in $BUILD or build/)")
     p.add_argument("--run-task", nargs=2, metavar=("TASKS", "INDEX"), help=argparse.SUPPRESS)
+    # Tests only: builds without the forbidden-symbol rule, to show what the sandbox's other layers hold.
+    p.add_argument("--allow-any-symbol", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -143,7 +145,7 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
             root.mkdir(exist_ok=True)
             specs.append({"submission": sub.name, "lab": lab, "seed": task_seed(secret, sub.name, lab, sub.digest),
                           "confine_uid": uid_base + i * 100_000, "new_root": str(root.resolve()),
-                          "binds": binds, "check_args": check_args,
+                          "binds": binds, "check_args": check_args, "symbol_rule": not args.allow_any_symbol,
                           "limits": {**LIMITS, "grade_seconds": args.task_timeout}})
     for i, spec in enumerate(specs):
         path = out / ".tasks" / f"{i}.json"

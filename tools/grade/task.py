@@ -30,7 +30,7 @@ def grade(spec: dict, t0: float) -> None:
     """Builds, then runs tpsp-check for the task's lab; records the outcome in the status file."""
     lab, name, limits = spec["lab"], spec["submission"], spec["limits"]
     try:
-        cached, broken = build.build(Path("/grade/out/build.log"))
+        cached, broken = build.build(Path("/grade/out/build.log"), spec.get("symbol_rule", True))
     except build.BuildFailed as e:
         write_status(lab, name, "build", False, str(e), t0, limits)
         return

@@ -170,7 +170,8 @@ def attack_exec_solution(b):
     files[LAB01_MAPPINGS] += source("b_exec_solution.cpp.in", b.params)
     b.add("attack-exec-solution", files, {"lab01": "build_error"},
           "(b) a static initializer execv's the engine's solution rank program (tpsp-lab-ranks) with the same arguments; "
-          "its own g has no all-reduce (mutant g_missing), so it fails when the solution is out of reach")
+          "its own g has no all-reduce (mutant g_missing), so it fails when the solution is out of reach",
+          without_symbol_rule={"lab01": "fail"})
 
 
 def attack_forged_all_reduce(b):
@@ -187,7 +188,7 @@ def attack_forged_all_reduce(b):
 def attack_forge_f_g(b):
     files = b.skeleton("lab01")
     files[LAB01_MAPPINGS] += source("d_forge_f_g.cpp.in", b.params)
-    b.add("attack-forge-results", files, {"lab01": "todo"},
+    b.add("attack-forge-results", files, {"lab01": "build_error"},
           "(d) lab01 is the skeleton, but a static initializer computes lab01/f_g's answers with the checker's input "
           "generator linked into the rank program and the seed from its arguments, writes the dumps and a "
           "result.json with the expected calls, and exits before main(): f_g must not pass",
@@ -198,10 +199,11 @@ def attack_read_tp1_dumps(b):
     spec = json.loads((b.repo / "checkers/mutants/lab01/row_bias_before_reduce.json").read_text())
     files = apply_edits({LAB01_LAYERS: b.solution[LAB01_LAYERS]}, spec["edits"], "attack (e)")
     files[LAB01_LAYERS] += source("e_read_tp1_dumps.cpp.in", b.params)
-    b.add("attack-read-tp1-dumps", files, {"lab01": "fail"},
+    b.add("attack-read-tp1-dumps", files, {"lab01": "build_error"},
           "(e) RowParallelLinear adds its bias before the reduction (right at tp = 1 only); at exit every tp > 1 "
           "dump is replaced by the tp = 1 run's dump of the same scenario, found in the checker's scratch "
-          "directories and sliced to the rank's part")
+          "directories and sliced to the rank's part",
+          without_symbol_rule={"lab01": "fail"})
 
 
 def attack_claim_placement(b):
@@ -209,9 +211,10 @@ def attack_claim_placement(b):
               "to": "  y = gather_from"}]
     files = apply_edits({LAB01_LAYERS: b.solution[LAB01_LAYERS]}, edits, "attack (f)")
     files[LAB01_LAYERS] += source("f_claim_placement.cpp.in", b.params)
-    b.add("attack-claim-placement", files, {"lab01": "fail"},
+    b.add("attack-claim-placement", files, {"lab01": "build_error"},
           "(f) ColumnParallelLinear always all-gathers Y (the whole [s, b, out] on every rank instead of its "
-          "shard); at exit each rank's result.json declares every output replicated (placement / split_dim keys)")
+          "shard); at exit each rank's result.json declares every output replicated (placement / split_dim keys)",
+          without_symbol_rule={"lab01": "fail"})
 
 
 def attack_leak_seed(b):
@@ -227,7 +230,8 @@ def attack_leak_seed(b):
           "(g) a static initializer looks for the grading seed in its arguments, its environment and its parent's "
           "arguments, prints what it finds, and f's forward throws it into the report: the grading seed must not "
           "appear in RESULTS/attack-leak-seed/ (or the task's logs)",
-          must_not_print_seed=True)
+          must_not_print_seed=True,
+          without_symbol_rule={"lab01": "fail"})
 
 
 FAULTS = {
