@@ -8,7 +8,9 @@ A task's verdict, read from RESULTS/<name>/<lab>.status.json and <lab>.json (tps
   fail         some run failed (and some passed)
   todo         no run failed, some stopped at a TODO of this lab
   pass         no run failed or stopped at a TODO, some passed (runs needing another lab's code are neither)
-Also: a submission's "scenarios" ({"labNN/scenario": "fail"}) must have no passing run; with
+An expected verdict may be a list of acceptable ones (a lab that runs another lab's mutated code;
+an output flood that the launcher cuts). Also: "max_result_bytes" bounds the size of RESULTS/<name>/; a
+submission's "scenarios" ({"labNN/scenario": "fail"}) must have no passing run; with
 "must_not_print_seed", SECRET (the grading seed) must appear in no file of RESULTS/<name>/; every
 results.json is in Gradescope's shape. With a fifth argument --without-symbol-rule (RESULTS/ from
 ./grade --allow-any-symbol), only the submissions with "without_symbol_rule" verdicts are checked,
@@ -48,7 +50,7 @@ def main() -> int:
                 got = verdict(out, lab)
             except (OSError, ValueError, KeyError) as e:
                 got = f"no result ({e})"
-            if got != exp[lab]:
+            if got not in (exp[lab] if isinstance(exp[lab], list) else [exp[lab]]):
                 wrong.append(f"{name} {lab}: {got}, expected {exp[lab]} — {exp['why']}")
         for scenario in exp.get("scenarios", {}):
             lab = scenario.split("/")[0]
@@ -56,6 +58,10 @@ def main() -> int:
                 runs = json.loads((out / f"{lab}.json").read_text())["results"]
                 if any(r["scenario"] == scenario and r["passed"] for r in runs):
                     wrong.append(f"{name}: a run of {scenario} passed — {exp['why']}")
+        if "max_result_bytes" in exp:
+            size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+            if size > exp["max_result_bytes"]:
+                wrong.append(f"{name}: its results hold {size} bytes, over {exp['max_result_bytes']}")
         if exp.get("must_not_print_seed"):
             for f in out.rglob("*"):
                 if f.is_file() and secret in f.read_text(errors="replace"):

@@ -55,6 +55,11 @@ FORBIDDEN_SYMBOLS = [
 SYSCALL_INSTRUCTION = re.compile(r"\s(syscall|sysenter|int\s+\$0x80)\b")
 
 
+class KitBroken(Exception):
+    """A skeleton of the kit does not compile here: the grading machine is at fault (a umask that hides
+    the kit, a changed compiler), so no student may be scored for it."""
+
+
 class BuildFailed(Exception):
     """The submission does not build; the message is what the student reads (compiler errors)."""
 
@@ -197,8 +202,8 @@ def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
                 if why:  # the lab's skeletons instead: its runs say "not implemented", the others are graded
                     broken[lab] = why
                     for stem, _, skeleton in files:
-                        if cc.compile(stem, skeleton):
-                            raise BuildFailed(f"the skeleton of {lab} does not compile with this kit")
+                        if why_not := cc.compile(stem, skeleton):
+                            raise KitBroken(f"the skeleton of {lab} does not compile with this kit: {why_not}")
                 objects += [str(obj_dir / f"{stem}.o") for stem, _, _ in files]
             out.write("$ link tpsp-lab-ranks\n")
             link = [kit["cxx"], *kit["ldflags"], "-o", str(obj_dir / "tpsp-lab-ranks"), *objects,

@@ -1,4 +1,4 @@
-"""./grade: grade a class, each submission built and run in its own sandbox (issue 13; docs/grading.md).
+"""./grade: grade a class, each submission built and run in its own sandbox (docs/grading.md).
 
   ./grade SUBMISSIONS/ --labs lab01,lab03 --out RESULTS/ [--jobs N | --slurm] [--seed-file F]
   ./grade --run-task RESULTS/.tasks/tasks.json I        (what each local worker or Slurm array task runs)
@@ -80,7 +80,10 @@ def grading_secret(args: argparse.Namespace, out: Path) -> str:
     environment), or drawn now and kept in OUT/.grading-seed (mode 0600)."""
     env = os.environ.pop("TPSP_GRADE_SEED", "")
     if args.seed_file:
-        secret = args.seed_file.read_text().strip()
+        try:
+            secret = args.seed_file.read_text().strip()
+        except OSError as e:
+            fail(f"--seed-file {args.seed_file}: {e.strerror}")
         if not secret:
             fail(f"--seed-file {args.seed_file} is empty")
         return secret
@@ -121,7 +124,10 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
     specs, names = [], []
     # Each launch's ranks get a uid of their own: tasks i * 100000 apart, from a base drawn per ./grade
     # run so that two runs on one node (two classes, two Slurm arrays) are unlikely to share one.
-    entries = submissions.discover(args.submissions)
+    try:
+        entries = submissions.discover(args.submissions)
+    except submissions.SubmissionError as e:
+        fail(str(e))
     span = (len(entries) * len(labs) + 1) * 100_000
     uid_base = 100_000_000 + secrets.randbelow((4_000_000_000 - 100_000_000 - span) // 100_000) * 100_000
     for entry in entries:
@@ -134,6 +140,7 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
         (out / sub.name).mkdir(exist_ok=True)
         os.chmod(out / sub.name, 0o700)
         (out / ".build" / sub.name).mkdir(exist_ok=True)
+        os.chmod(out / ".build" / sub.name, 0o755)  # also when an earlier run left it otherwise
         for lab in labs:
             i = len(specs)
             binds = {"/grade/kit": [str(kit.resolve()), False], "/grade/src": [str(sub.sources.resolve()), False],
@@ -186,13 +193,16 @@ def summary_line(spec: dict) -> str:
     status = json.loads((out / f"{spec['lab']}.status.json").read_text())
     head = f"{spec['submission']} {spec['lab']}:"
     if not status["ok"]:
-        return f"{head} not graded at stage {status['stage']}: {status['message'].splitlines()[0]}"
+        lines = [line for line in status["message"].splitlines() if line.strip()]
+        return f"{head} not graded at stage {status['stage']}: " + " | ".join(lines[:2])[:300]
     result = json.loads((out / f"{spec['lab']}.json").read_text())
-    return f"{head} {result['passed']} passed, {result['failed']} failed, {result['not_implemented']} not implemented"
+    return (f"{head} {result['passed']} passed, {result['failed']} failed, {result['not_implemented']} not "
+            f"implemented, {result['needs_other_lab']} need another lab's code")
 
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    os.umask(0o022)  # the kit, builds and sandbox roots must be readable by the compiler's and ranks' uids
     if args.run_task:
         tasks = json.loads(Path(args.run_task[0]).read_text())
         return run_task(Path(tasks[int(args.run_task[1])]))
@@ -232,12 +242,28 @@ def main(argv: list[str]) -> int:
         import report
     except ImportError:
         report = None
+    # The class's files cover every submission graded into OUT so far (a regrade of one keeps the others).
+    names = sorted({*names, *(p.parent.name for p in args.out.glob("*/*.status.json")
+                              if not p.parent.name.startswith("."))})
     if report is not None:  # the scenario list from the kit's grader: every submission has the same tests
         summary = report.write_reports(args.out, labs, names,
                                        scenarios=report.scenarios_from_check(str(kit / "bin/tpsp-check")))
         for note in summary.get("notes", []):
             print(f"./grade: {note}")
-        print(f"./grade: {len(names)} submissions graded; {summary['csv']}"
+        print(f"./grade: {len(names)} submission{'s' if len(names) != 1 else ''} in {summary['csv']}"
               + "".join(f", {p}" for p in summary.get("plots", [])))
     shutil.rmtree(args.out / ".roots", ignore_errors=True)
-    return 3 if missing or any(c == 3 for c in codes) else 0
+    broken = [f"{spec['submission']} {spec['lab']}" for spec in specs
+              if '"stage": "infrastructure"' in _read(Path(spec["binds"]["/grade/out"][0]) / f"{spec['lab']}.status.json")]
+    if broken:
+        print(f"./grade: the grading machine failed in {len(broken)} task(s) (e.g. {broken[0]}): their "
+              "results are not the students'; see their <lab>.status.json, fix the machine, grade again",
+              file=sys.stderr)
+    return 3 if missing or broken or any(c == 3 for c in codes) else 0
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

@@ -3,7 +3,8 @@
 Started by ./grade as ``unshare ... python3 task.py SPEC`` (sandbox.UNSHARE) locally or from a Slurm
 array task. It enters the sandbox, builds the submission (build.py; shared by the submission's tasks),
 grades the lab with the kit's tpsp-check under --confine-uid, and writes /grade/out/<lab>.status.json:
-{"submission", "lab", "stage": "build" | "grade" | "done", "ok", "message", "seconds", "limits"}.
+{"submission", "lab", "stage": "build" | "grade" | "infrastructure" | "done", "ok", "message",
+"seconds", "limits"} ("infrastructure": the grading machine failed, not the submission).
 The spec (written by the driver outside the sandbox, never visible inside) holds the per-task seed
 derived from the instructor's grading seed; the grading seed itself never reaches this process.
 """
@@ -34,6 +35,10 @@ def grade(spec: dict, t0: float) -> None:
     except build.BuildFailed as e:
         write_status(lab, name, "build", False, str(e), t0, limits)
         return
+    except build.KitBroken as e:  # the grading machine's fault, not the student's: ./grade exits 3
+        write_status(lab, name, "infrastructure", False, f"the grading machine failed, not the submission: {e}",
+                     t0, limits)
+        return
     # The compiler cache holds the class's objects: gone before any learner code runs.
     if Path("/grade/ccache").is_dir():
         subprocess.run(["umount", "-l", "/grade/ccache"], capture_output=True)
@@ -61,8 +66,8 @@ def grade(spec: dict, t0: float) -> None:
                      f"grading {lab} was stopped after {limits['grade_seconds']} s (the task's wall-time limit)",
                      t0, limits)
     elif code in (0, 1) and out_json.is_file():
-        built = "the build was reused" if cached else "built"
-        write_status(lab, name, "done", True, f"{built}; tpsp-check exited {code}", t0, limits)
+        rerun = " ".join(["./check", lab, "--seed", str(spec["seed"]), *spec.get("check_args", [])])
+        write_status(lab, name, "done", True, f"your runs' inputs: {rerun} (in your copy of the labs)", t0, limits)
     else:
         write_status(lab, name, "grade", False, f"tpsp-check exited {code}:\n{tail}", t0, limits)
 

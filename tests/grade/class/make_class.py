@@ -93,6 +93,13 @@ def source(name, params):
     return text
 
 
+# Which other labs' code each lab's scenarios run (their "needs labNN" when that code is unfinished):
+# lab01's gpt_step and SP layouts, lab02's transformer layer and GPT step, lab03's layers and GPT
+# step, lab04's overlap layers (the mappings of lab01 and lab03).
+RUNS_CODE_OF = {"lab00": set(), "lab01": {"lab02", "lab03"}, "lab02": {"lab01", "lab03"},
+                "lab03": {"lab01", "lab02"}, "lab04": {"lab01", "lab03"}}
+
+
 class Builder:
     """Collects the submissions: {name: {engine file: text}} (every lab-owned file) and expected."""
 
@@ -125,7 +132,10 @@ class Builder:
         spec = json.loads((self.repo / "checkers" / "mutants" / lab / f"{name}.json").read_text())
         lab_files = {f: self.solution[f] for f in self.solution if self.lab_of[f] == lab}
         edited = apply_edits(lab_files, spec["edits"], f"mutant {lab}/{name}")
-        self.add(f"mutant-{lab}-{name.replace('_', '-')}", edited, {lab: "fail"},
+        # A submission runs its own code for every lab (cumulative, as a learner copy): a lab whose
+        # scenarios reach the mutated lab's code may fail too, depending on the path the bug is on.
+        verdicts = {other: ["pass", "fail"] for other, needs in RUNS_CODE_OF.items() if lab in needs}
+        self.add(f"mutant-{lab}-{name.replace('_', '-')}", edited, {**verdicts, lab: "fail"},
                  f"mutant {lab}/{name}: {spec['description']}")
 
     def write(self, out):
@@ -238,7 +248,7 @@ FAULTS = {
     "fault-fork-bomb": ("lab01", LAB01_MAPPINGS, "fault_fork_bomb.cpp.in",
                         "a fork bomb in a static initializer of lab01 (@FORK_LIMIT@ forks across the ranks, then the solution)"),
     "fault-disk-fill": ("lab00", "engine/comm/ring_collectives.cpp", "fault_disk_fill.cpp.in",
-                        "lab00's rank program writes @DISK_BYTES@ bytes per rank into its current directory before main()"),
+                        "lab00's rank program writes @DISK_BYTES@ bytes of output per rank before main()"),
     "fault-memory-hog": ("lab03", "engine/model/finalize_grads.cpp", "fault_memory_hog.cpp.in",
                          "lab03's rank 0 allocates and touches @MEM_BYTES@ bytes before main()"),
     "fault-hang": ("lab02", "engine/tensor_parallel/random.cpp", "fault_hang.cpp.in",
@@ -252,9 +262,14 @@ def add_fault(b, name):
         why = why.replace(f"@{k}@", str(v))
     # Before main(): every rank program of the submission runs it, so every lab's task is contained (a
     # submission is built into one rank program, its own code for every lab, as a learner copy is).
-    b.add(name, with_appended(b, f, snippet), {other["id"]: "contained" for other in b.labs},
+    # The output flood is contained by the launcher's cut (1 MiB per rank): its runs may then pass; what
+    # must hold is that its results stay small.
+    flood = name == "fault-disk-fill"
+    verdict = ["pass", "fail", "contained"] if flood else "contained"
+    extra = {"max_result_bytes": 64 << 20} if flood else {}
+    b.add(name, with_appended(b, f, snippet), {other["id"]: verdict for other in b.labs},
           why + "; before main(), so every lab's runs meet it; without a limit it runs to the end and the solution "
-          "passes, which shows the missing limit")
+          "passes, which shows the missing limit", **extra)
 
 
 def build_class(repo, size, bounded):
