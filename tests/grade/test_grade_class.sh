@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/grade/test_grade_class.sh KIT CCACHE [--slurm] — ./grade over the small synthetic class
 # (tests/grade/class/make_class.py --size small: the solution, the skeletons, a build error, a mutant,
-# the attacks (a) include the solution, (b) exec the solution's rank program, (c) forged record,
-# (g) leak the seed, and a memory hog) gives every (submission, lab) the verdict its expected.json
+# the attacks (a)-(g) of tests/grade/class/ATTACKS.md, a memory hog and a thread bomb) gives
+# every (submission, lab) the verdict its expected.json
 # names (tests/grade/check_verdicts.py), locally in parallel or, with --slurm, through a private
 # one-node Slurm cluster (tools/slurm/start_slurm.sh). Labs lab01 and lab03 at tp 1, 2 without the dp
 # run (CI time); the grading seed comes from a file and must not leak. Locally, the attacks that the

@@ -103,9 +103,9 @@ def check_object(obj: Path, source: Path) -> str:
     system-call instruction; else the rule broken, with the symbols (what the student reads)."""
     names = subprocess.run(["nm", "-C", "--format=posix", str(obj)], capture_output=True, text=True).stdout
     found = {}
-    for line in names.splitlines():
-        symbol = line.rsplit(" ", 2)[0] if line.count(" ") >= 2 else line.split(" ")[0]
-        bare = symbol.split("(")[0].split("@")[0]
+    for line in names.splitlines():  # POSIX format: "<name> <type letter> [<value> [<size>]]"
+        m = re.match(r"^(.*?) [A-Za-z?](?: +[0-9a-fA-F]*)*\s*$", line)
+        bare = (m.group(1) if m else line).split("(")[0].split("@")[0]
         for pattern, why in FORBIDDEN_SYMBOLS:
             if pattern.search(bare):
                 found.setdefault(why, set()).add(bare)
