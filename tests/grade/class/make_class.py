@@ -250,7 +250,7 @@ FAULTS = {
     "fault-disk-fill": ("lab00", "engine/comm/ring_collectives.cpp", "fault_disk_fill.cpp.in",
                         "lab00's rank program writes @DISK_BYTES@ bytes of output per rank before main()"),
     "fault-memory-hog": ("lab03", "engine/model/finalize_grads.cpp", "fault_memory_hog.cpp.in",
-                         "lab03's rank 0 allocates and touches @MEM_BYTES@ bytes before main()"),
+                         "lab03's ranks allocate and touch @MEM_BYTES@ bytes each before main()"),
     "fault-hang": ("lab02", "engine/tensor_parallel/random.cpp", "fault_hang.cpp.in",
                    "lab02's rank program sleeps forever before main()"),
 }
