@@ -2,9 +2,9 @@
 # tests/grade/test_grade_class.sh KIT CCACHE [--slurm] — ./grade over the small synthetic class
 # (tests/grade/class/make_class.py --size small: the solution, the skeletons, a build error, a mutant,
 # the issue's attacks (a)-(g) of tests/grade/class/ATTACKS.md, a memory hog and a thread bomb) gives
-# every (submission, lab) the verdict its expected.json
-# names (tests/grade/check_verdicts.py), locally in parallel or, with --slurm, through a private
-# one-node Slurm cluster (tools/slurm/start_slurm.sh). Labs lab01 and lab03 at tp 1, 2 without the dp
+# every (submission, lab) the verdict its expected.json names (tests/grade/check_verdicts.py), locally
+# in parallel or, with --slurm (6 of them and lab01 only: one per verdict), through a private one-node
+# Slurm cluster (tools/slurm/start_slurm.sh). Labs lab01 and lab03 at tp 1, 2 without the dp
 # run (CI time); the grading seed comes from a file and must not leak. Locally, the attacks that the
 # forbidden-symbol rule refuses are also graded without it (--allow-any-symbol) and must still fail.
 # Needs root (./grade does).
@@ -26,8 +26,22 @@ if [[ "$mode" == --slurm ]]; then
   extra=(--slurm)
 fi
 /usr/bin/python3 -B tests/grade/class/make_class.py "$W" --size small
+if [[ "$mode" == --slurm ]]; then  # through Slurm, one submission per verdict (CI time; locally: all 13)
+  /usr/bin/python3 - "$W" solution skeleton mutant-lab01-g-missing does-not-compile attack-include-solution \
+    fault-memory-hog <<'PY'
+import json, shutil, sys
+from pathlib import Path
+w, keep = Path(sys.argv[1]), set(sys.argv[2:])
+expected = json.loads((w / "expected.json").read_text())
+for name in [n for n in expected if n not in keep]:
+    del expected[name]
+    shutil.rmtree(w / "SUBMISSIONS" / name)
+(w / "expected.json").write_text(json.dumps(expected))
+PY
+fi
 head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$W/seed"
 labs=lab01,lab03
+[[ "$mode" == --slurm ]] && labs=lab01  # every verdict kind occurs in lab01 among the six
 t0=$(date +%s.%N)
 ./grade "$W/SUBMISSIONS" --labs $labs --out "$W/RESULTS" --kit "$kit" --ccache "$ccache" --tp 1,2 --no-dp \
   --seed-file "$W/seed" "${extra[@]}"
