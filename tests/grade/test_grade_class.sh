@@ -4,7 +4,7 @@
 # the issue's attacks (a)-(g) of tests/grade/class/ATTACKS.md, a memory hog and a thread bomb) gives
 # every (submission, lab) the verdict its expected.json names (tests/grade/check_verdicts.py), locally
 # in parallel or, with --slurm (6 of them and lab01 only: one per verdict), through a private one-node
-# Slurm cluster (tools/slurm/start_slurm.sh). Labs lab01 and lab03 at tp 1, 2 without the dp
+# Slurm cluster (tools/slurm/start_slurm.sh). Labs lab01 and lab03 at tp 2 without the dp
 # run (CI time); the grading seed comes from a file and must not leak. Locally, the attacks that the
 # forbidden-symbol rule refuses are also graded without it (--allow-any-symbol) and must still fail.
 # Needs root (./grade does).
@@ -43,7 +43,7 @@ head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$W/seed"
 labs=lab01,lab03
 [[ "$mode" == --slurm ]] && labs=lab01  # every verdict kind occurs in lab01 among the six
 t0=$(date +%s.%N)
-./grade "$W/SUBMISSIONS" --labs $labs --out "$W/RESULTS" --kit "$kit" --ccache "$ccache" --tp 1,2 --no-dp \
+./grade "$W/SUBMISSIONS" --labs $labs --out "$W/RESULTS" --kit "$kit" --ccache "$ccache" --tp 2 --no-dp \
   --seed-file "$W/seed" "${extra[@]}"
 echo "./grade ${extra[*]}: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 /usr/bin/python3 -B tests/grade/check_verdicts.py "$W/expected.json" "$W/RESULTS" $labs "$(cat "$W/seed")"
