@@ -188,9 +188,9 @@ def run_task(spec_path: Path) -> int:
     return 3 if proc.returncode not in (None, -signal.SIGKILL) and "stopped after" not in message else 0
 
 
-def summary_line(spec: dict) -> str:
+def summary_line(spec: dict, status: dict) -> str:
+    """The terminal line of one task, from its status (task.py) and its tpsp-check JSON."""
     out = Path(spec["binds"]["/grade/out"][0])
-    status = json.loads((out / f"{spec['lab']}.status.json").read_text())
     head = f"{spec['submission']} {spec['lab']}:"
     if not status["ok"]:
         lines = [line for line in status["message"].splitlines() if line.strip()]
@@ -231,10 +231,13 @@ def main(argv: list[str]) -> int:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             paths = json.loads(tasks_file.read_text())
             codes = list(pool.map(lambda p: run_task(Path(p)), paths))
-    missing = False
+    missing, broken = False, []
     for spec in specs:
         try:
-            print(summary_line(spec))
+            status = json.loads((Path(spec["binds"]["/grade/out"][0]) / f"{spec['lab']}.status.json").read_text())
+            if status["stage"] == "infrastructure":
+                broken.append(f"{spec['submission']} {spec['lab']}")
+            print(summary_line(spec, status))
         except (OSError, ValueError, KeyError) as e:
             print(f"{spec['submission']} {spec['lab']}: no result ({e})")
             missing = True
@@ -253,17 +256,9 @@ def main(argv: list[str]) -> int:
         print(f"./grade: {len(names)} submission{'s' if len(names) != 1 else ''} in {summary['csv']}"
               + "".join(f", {p}" for p in summary.get("plots", [])))
     shutil.rmtree(args.out / ".roots", ignore_errors=True)
-    broken = [f"{spec['submission']} {spec['lab']}" for spec in specs
-              if '"stage": "infrastructure"' in _read(Path(spec["binds"]["/grade/out"][0]) / f"{spec['lab']}.status.json")]
     if broken:
         print(f"./grade: the grading machine failed in {len(broken)} task(s) (e.g. {broken[0]}): their "
               "results are not the students'; see their <lab>.status.json, fix the machine, grade again",
               file=sys.stderr)
     return 3 if missing or broken or any(c == 3 for c in codes) else 0
 
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
