@@ -6,10 +6,13 @@ trace directory (e.g. serial and overlapped), on a shared time scale from each p
 
 Usage:
   plot_timeline.py OUT.png LABEL=DIR [LABEL=DIR ...]    DIR holds rank<r>.json (or rank<r>/trace.json)
+  plot_timeline.py --each DIR [DIR ...]                 DIR/timeline.png for each DIR, labelled with its
+                                                        name (./check --verbose: one run per DIR)
 
 Each panel's title gives the step's span and the overlap figure of every rank: communication time
 covered by computation ÷ communication time (the definition of engine/comm/recorder.h).
-Exits 1 naming the directory when it holds no trace. Needs matplotlib (/usr/bin/python3).
+Exits 1 naming the directory when it holds no trace (--each: after drawing the others). Needs
+matplotlib (/usr/bin/python3).
 """
 import glob
 import json
@@ -83,7 +86,40 @@ def draw(ax, label, ranks):
                  fontsize=9)
 
 
+def figure(out, panels):
+    """Draws the panels [(label, {rank: [events]})] into out, one under the other, on one time scale."""
+    lanes = sum(2 * len(r) for _, r in panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 1.0 + 0.5 * lanes + 0.6 * len(panels)), squeeze=False)
+    xmax = max((max(e["ts"] + e["dur"] for evs in r.values() for e in evs) -
+                min(e["ts"] for evs in r.values() for e in evs)) / 1e3 for _, r in panels)
+    for ax, (label, ranks) in zip(axes[:, 0], panels):
+        draw(ax, label, ranks)
+        ax.set_xlim(0, xmax * 1.02)
+    axes[-1, 0].set_xlabel("ms from the first event of the panel")
+    present = {kind(e) for _, r in panels for evs in r.values() for e in evs}
+    handles = [matplotlib.patches.Patch(color=c, label=k) for k, c in COLORS.items() if k in present]
+    fig.legend(handles=handles, loc="lower center", ncol=max(1, len(handles)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {out}")
+
+
+def each(dirs):
+    """DIR/timeline.png for every DIR (one panel labelled with DIR's name); 1 if any DIR failed."""
+    code = 0
+    for d in dirs:
+        try:
+            figure(os.path.join(d, "timeline.png"), [(os.path.basename(os.path.normpath(d)), load(d))])
+        except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError) as e:
+            print(f"plot_timeline.py: {e}", file=sys.stderr)
+            code = 1
+    return code
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[1] == "--each":
+        return each(argv[2:])
     if len(argv) < 3 or any("=" not in a for a in argv[2:]):
         print(__doc__, file=sys.stderr)
         return 2
@@ -93,20 +129,7 @@ def main(argv):
     except (FileNotFoundError, json.JSONDecodeError, KeyError) as e:
         print(f"plot_timeline.py: {e}", file=sys.stderr)
         return 1
-    lanes = sum(2 * len(r) for _, r in data)
-    fig, axes = plt.subplots(len(data), 1, figsize=(11, 1.0 + 0.5 * lanes + 0.6 * len(data)), squeeze=False)
-    xmax = max((max(e["ts"] + e["dur"] for evs in r.values() for e in evs) -
-                min(e["ts"] for evs in r.values() for e in evs)) / 1e3 for _, r in data)
-    for ax, (label, ranks) in zip(axes[:, 0], data):
-        draw(ax, label, ranks)
-        ax.set_xlim(0, xmax * 1.02)
-    axes[-1, 0].set_xlabel("ms from the first event of the panel")
-    present = {kind(e) for _, r in data for evs in r.values() for e in evs}
-    handles = [matplotlib.patches.Patch(color=c, label=k) for k, c in COLORS.items() if k in present]
-    fig.legend(handles=handles, loc="lower center", ncol=max(1, len(handles)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(argv[1], dpi=110)
-    print(f"wrote {argv[1]}")
+    figure(argv[1], data)
     return 0
 
 
