@@ -9,6 +9,7 @@ Usage:
   plot_timeline.py --each DIR [DIR ...]                 DIR/timeline.png for each DIR, labelled with its
                                                         name (./check --verbose: one run per DIR)
 
+Spans that enclose others (layer.forward, layer.backward) are dashed frames on the compute lane.
 Each panel's title gives the step's span and the overlap figure of every rank: communication time
 covered by computation ÷ communication time (the definition of engine/comm/recorder.h).
 Exits 1 naming the directory when it holds no trace (--each: after drawing the others). Needs
@@ -26,6 +27,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"gemm": "#4c72b0", "attention": "#55a868", "send": "#dd8452", "recv": "#c44e52",
           "all_gather": "#8172b3", "reduce_scatter": "#937860", "all_reduce": "#da8bc3"}
+# Compute spans that enclose others (engine/model/gpt.cpp): drawn as dashed frames with these labels.
+BRACKETS = {"layer.forward": "layer forward", "layer.backward": "layer backward"}
 
 
 def load(directory):
@@ -53,9 +56,11 @@ def union(intervals):
 
 
 def overlap(events):
-    """|comm ∩ compute| / |comm| over the unions of the intervals (0 without communication)."""
+    """|comm ∩ compute| / |comm| over the unions of the intervals (0 without communication); the
+    enclosing spans of BRACKETS do not count as compute."""
     comm = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "comm"])
-    comp = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "compute"])
+    comp = union([(e["ts"], e["ts"] + e["dur"]) for e in events
+                  if e.get("cat") == "compute" and kind(e) not in BRACKETS])  # a layer's frame is no compute
     total = sum(b - a for a, b in comm)
     covered = sum(max(0, min(b, d) - max(a, c)) for a, b in comm for c, d in comp)
     return covered / total if total > 0 else 0.0
@@ -75,6 +80,12 @@ def draw(ax, label, ranks):
             lanes.append(lane)
             for e in ranks[r]:
                 if e.get("cat") != cat or kind(e) == "barrier":
+                    continue
+                if kind(e) in BRACKETS:  # a span around others (a whole layer): a dashed frame, labelled
+                    ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y - 0.48, 0.96), facecolor="none",
+                                   edgecolor="black", linestyle="--", linewidth=0.8, zorder=3)
+                    ax.text((e["ts"] - t0 + e["dur"] / 2) / 1e3, y - 0.5, BRACKETS[kind(e)], ha="center",
+                            va="bottom", fontsize=7)
                     continue
                 ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y - 0.4, 0.8),
                                color=COLORS.get(kind(e), "#999999"), edgecolor="black", linewidth=0.3)
@@ -98,9 +109,12 @@ def figure(out, panels):
     axes[-1, 0].set_xlabel("ms from the first event of the panel")
     present = {kind(e) for _, r in panels for evs in r.values() for e in evs}
     handles = [matplotlib.patches.Patch(color=c, label=k) for k, c in COLORS.items() if k in present]
+    if present & set(BRACKETS):
+        handles.append(matplotlib.patches.Patch(facecolor="none", edgecolor="black", linestyle="--",
+                                                label="one transformer layer"))
     fig.legend(handles=handles, loc="lower center", ncol=max(1, len(handles)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=90)
     plt.close(fig)
     print(f"wrote {out}")
 
@@ -123,7 +137,7 @@ def main(argv):
     if len(argv) < 3 or any("=" not in a for a in argv[2:]):
         print(__doc__, file=sys.stderr)
         return 2
-    panels = [a.split("=", 1) for a in argv[2:]]
+    panels = [a.rsplit("=", 1) for a in argv[2:]]  # the last "=": labels may hold one ("tp=2")
     try:
         data = [(label, load(d)) for label, d in panels]
     except (FileNotFoundError, json.JSONDecodeError, KeyError) as e:
