@@ -7,7 +7,8 @@ trace directory (e.g. serial and overlapped), on a shared time scale from each p
 Usage:
   plot_timeline.py OUT.png LABEL=DIR [LABEL=DIR ...]    DIR holds rank<r>.json (or rank<r>/trace.json)
   plot_timeline.py --each DIR [DIR ...]                 DIR/timeline.png for each DIR, labelled with its
-                                                        name (./check --verbose: one run per DIR)
+                                                        name (./check --verbose: one run per DIR); traces
+                                                        without events give a picture that says so
 
 Spans that enclose others (layer.forward, layer.backward) are dashed frames on the compute lane.
 Each panel's title gives the step's span and the overlap figure of every rank: communication time
@@ -119,12 +120,26 @@ def figure(out, panels):
     print(f"wrote {out}")
 
 
+def empty(out, label):
+    """A picture that says the traces of `label` hold no event."""
+    fig, ax = plt.subplots(figsize=(6, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{label}: the ranks recorded no computation or communication", ha="center", va="center")
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    print(f"wrote {out} (no events)")
+
+
 def each(dirs):
     """DIR/timeline.png for every DIR (one panel labelled with DIR's name); 1 if any DIR failed."""
     code = 0
     for d in dirs:
         try:
-            figure(os.path.join(d, "timeline.png"), [(os.path.basename(os.path.normpath(d)), load(d))])
+            label, ranks = os.path.basename(os.path.normpath(d)), load(d)
+            if not ranks:  # e.g. a run that stopped at its first TODO: say so rather than leave no picture
+                empty(os.path.join(d, "timeline.png"), label)
+                continue
+            figure(os.path.join(d, "timeline.png"), [(label, ranks)])
         except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError) as e:
             print(f"plot_timeline.py: {e}", file=sys.stderr)
             code = 1
