@@ -122,9 +122,10 @@ def figure(out, panels):
 
 def empty(out, label):
     """A picture that says the traces of `label` hold no event."""
-    fig, ax = plt.subplots(figsize=(6, 1.2))
+    fig, ax = plt.subplots(figsize=(8, 1.2))
     ax.axis("off")
-    ax.text(0.5, 0.5, f"{label}: the ranks recorded no computation or communication", ha="center", va="center")
+    ax.text(0.5, 0.5, f"{label}\nthe ranks recorded no computation and no communication", ha="center",
+            va="center", fontsize=10)
     fig.savefig(out, dpi=90)
     plt.close(fig)
     print(f"wrote {out} (no events)")
