@@ -52,26 +52,39 @@ bench: deps
 bench-grade: build
 	bench/bench_grade.sh $(BENCH_LABS)
 
-## make docs: build tpsp-capacity and draw lesson 03's figures from its numbers (activation memory per
-## rank and one layer's communication bytes against tp, SP on and off) into docs/lessons/figures/
-## (tools/plot_capacity.py; needs /usr/bin/python3 with python3-matplotlib).
-docs: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target tpsp-capacity -- --no-print-directory
-	/usr/bin/python3 tools/plot_capacity.py $(BUILD)/bin/tpsp-capacity docs/lessons/figures
+## make docs: every figure of the lessons, into docs/lessons/figures/ (needs /usr/bin/python3 with
+## python3-matplotlib): lesson 03's activation memory per rank and one layer's communication bytes
+## against tp, SP on and off (tpsp-capacity → tools/plot_capacity.py); the shard layouts of one layer's
+## weights and activations at tp=2 (tpsp-shards → tools/plot_shards.py); and the timelines of make timeline.
+FIGURES ?= docs/lessons/figures
+docs: timeline
+	cmake --build $(BUILD) -j $(JOBS) --target tpsp-capacity tpsp-shards -- --no-print-directory
+	/usr/bin/python3 tools/plot_capacity.py $(BUILD)/bin/tpsp-capacity $(FIGURES)
+	/usr/bin/python3 tools/plot_shards.py $(BUILD)/bin/tpsp-shards $(FIGURES)
 
-## make timeline: the figure of lesson 04 — one step of a TP+SP linear pair at TPSP_LINK=2GB/s, serial and
-## with tp_comm_overlap, recorded as Chrome traces (bench_overlap --trace) and drawn by tools/plot_timeline.py
-## into docs/lessons/figures/lab04_timeline.png (one lane per rank for compute and for communication).
-TIMELINE_PNG ?= docs/lessons/figures/lab04_timeline.png
+## make timeline: timelines drawn by tools/plot_timeline.py from the recorder's Chrome traces (one lane
+## per rank for compute and for communication):
+##  lab04_timeline.png       one step of a TP+SP linear pair at TPSP_LINK=2GB/s, serial and with
+##                           tp_comm_overlap (bench_overlap --trace);
+##  layer_timeline_tp2.png   one training step of a one-layer GPT at tp=2 (h=512, 8 heads, s=512, V=1024),
+##                           TP and TP+SP (bench_gpt_step --trace), the transformer layer's forward and
+##                           backward framed.
+TIMELINE_PNG ?= $(FIGURES)/lab04_timeline.png
+LAYER_TIMELINE_PNG ?= $(FIGURES)/layer_timeline_tp2.png
+LAYER_STEP = --tp 2 --layers 1 --hidden 512 --heads 8 --seq 512 --vocab 1024 --steps 1 --warmup 1 --span-steps 0 --no-gemm
 timeline: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target bench_overlap -- --no-print-directory
+	cmake --build $(BUILD) -j $(JOBS) --target bench_overlap bench_gpt_step -- --no-print-directory
 	rm -rf $(BUILD)/timeline
 	$(BUILD)/bench/bench_overlap --steps 3 --trace $(BUILD)/timeline
-	mkdir -p $(dir $(TIMELINE_PNG))
+	mkdir -p $(dir $(TIMELINE_PNG)) $(dir $(LAYER_TIMELINE_PNG))
 	/usr/bin/python3 tools/plot_timeline.py $(TIMELINE_PNG) "serial (tp_comm_overlap off)=$(BUILD)/timeline/serial" \
 		"overlapped (tp_comm_overlap on)=$(BUILD)/timeline/overlap"
+	$(BUILD)/bench/bench_gpt_step $(LAYER_STEP) --trace $(BUILD)/timeline/layer-tp
+	$(BUILD)/bench/bench_gpt_step $(LAYER_STEP) --sp --trace $(BUILD)/timeline/layer-tpsp
+	/usr/bin/python3 tools/plot_timeline.py $(LAYER_TIMELINE_PNG) \
+		"TP, tp=2 (sequence_parallel off)=$(BUILD)/timeline/layer-tp/step" \
+		"TP+SP, tp=2 (sequence_parallel on)=$(BUILD)/timeline/layer-tpsp/step"
 
 ## make labNN: build your code for lab NN (labs/labNN_*/) into the checker; then run ./check labNN
 ## (./check rebuilds by itself). make labs: every lab of the registry labs/labs.json.

@@ -108,6 +108,20 @@ Timings time_alternating(comm::ProcessGroup& pg, int warmup, int steps, const st
   return t;
 }
 
+void write_trace(comm::ProcessGroup& pg, const std::string& dir, const std::string& mode,
+                 const std::function<void()>& fn) {
+  comm::Recorder& rec = pg.recorder();
+  pg.barrier();
+  rec.clear();
+  rec.set_enabled(true);
+  trace::install(pg.recorder_ptr());
+  fn();
+  trace::install(nullptr);
+  rec.set_enabled(false);
+  std::filesystem::create_directories(dir + "/" + mode);
+  rec.write_chrome_trace(fmt::format("{}/{}/rank{}.json", dir, mode, pg.rank()));
+}
+
 std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, int steps,
                                                         const std::function<void()>& step,
                                                         const std::vector<std::string>& names) {

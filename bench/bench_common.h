@@ -59,6 +59,13 @@ std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, 
                                                         const std::function<void()>& step,
                                                         const std::vector<std::string>& names);
 
+/// Runs `fn` once with communication records and compute spans on (after a barrier, so the ranks start
+/// together) and writes them as a Chrome trace (Recorder::write_chrome_trace; Perfetto, and
+/// tools/plot_timeline.py) to DIR/<mode>/rank<r>.json; recording is off again after. Throws
+/// std::runtime_error naming the path if it cannot be written.
+void write_trace(comm::ProcessGroup& pg, const std::string& dir, const std::string& mode,
+                 const std::function<void()>& fn);
+
 /// Median of `v` (the mean of the two middle values for an even count); 0 for an empty vector.
 double median(std::vector<double> v);
 

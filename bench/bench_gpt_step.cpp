@@ -15,6 +15,8 @@
 // Ranks are forked (one per TP rank, one OpenBLAS thread each); fingerprints and the recorder are off
 // while timing. Output: one `RESULT gpt impl=engine ...` line (bench/bench_common.h); the PyTorch peer
 // bench/peers/gpt_step.py prints the same. Times: seconds, per step the slowest rank, median over steps.
+// With --trace DIR, one more step is recorded as Chrome traces DIR/step/rank<r>.json (communication and
+// compute spans, layer.forward/layer.backward included; tools/plot_timeline.py draws them).
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -41,6 +43,7 @@ struct Config {
   int steps = 10, warmup = 2, span_steps = 3;
   bool gemm = true;  // time the GEMMs alone too
   uint64_t seed = 1234;
+  std::string trace_dir;  // --trace: one more step as Chrome traces
 };
 
 /// A tensor of `shape` drawn from N(0, 1) keyed by (seed, name) (engine/random/init.h).
@@ -151,6 +154,7 @@ int run_rank(const Config& c) {
       tp, c.warmup, c.steps, step, c.gemm ? std::function<void()>([&] { gemms.run(); }) : nullptr);
   // GEMM and attention time inside the step, from the compute spans (engine/trace.h).
   const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm", "attention", "comm"});
+  if (!c.trace_dir.empty()) tpsp::bench::write_trace(tp, c.trace_dir, "step", step);
 
   if (tp.rank() == 0) {
     const double step_s = median(t.step), gemm_s = median(t.gemm);
@@ -207,6 +211,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000));
   app.add_flag("--gemm,!--no-gemm", c.gemm, "time the step's GEMMs alone too (default on)");
   app.add_option("--seed", c.seed, "seed of parameters and tokens");
+  app.add_option("--trace", c.trace_dir,
+                 "write one more step as Chrome traces DIR/step/rank<r>.json (make timeline's layer figure)");
   CLI11_PARSE(app, argc, argv);
   return tpsp::bench::run_ranks(c.tp, [&c] { return run_rank(c); });
 }

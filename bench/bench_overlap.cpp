@@ -62,21 +62,6 @@ struct Pair {
   }
 };
 
-/// One step of `fn` recorded (communication and compute spans) into DIR/<mode>/rank<r>.json.
-void write_trace(tpsp::comm::ProcessGroup& tp, const std::string& dir, const std::string& mode,
-                 const std::function<void()>& fn) {
-  tpsp::comm::Recorder& rec = tp.recorder();
-  tp.barrier();
-  rec.clear();
-  rec.set_enabled(true);
-  tpsp::trace::install(tp.recorder_ptr());
-  fn();
-  tpsp::trace::install(nullptr);
-  rec.set_enabled(false);
-  std::filesystem::create_directories(dir + "/" + mode);
-  rec.write_chrome_trace(fmt::format("{}/{}/rank{}.json", dir, mode, tp.rank()));
-}
-
 int run_rank(const Config& c) {
   const int blas_threads = tpsp::bench::single_thread_blas();
   auto world = tpsp::bench::make_world();
@@ -97,8 +82,8 @@ int run_rank(const Config& c) {
       tpsp::bench::time_alternating(tp, c.warmup, c.steps, serial_step, overlap_step);
   const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, serial_step, {"gemm", "comm"});
   if (!c.trace_dir.empty()) {
-    write_trace(tp, c.trace_dir, "serial", serial_step);
-    write_trace(tp, c.trace_dir, "overlap", overlap_step);
+    tpsp::bench::write_trace(tp, c.trace_dir, "serial", serial_step);
+    tpsp::bench::write_trace(tp, c.trace_dir, "overlap", overlap_step);
   }
   if (r == 0) {
     const double serial_s = median(t.step), overlap_s = median(t.gemm);

@@ -6,10 +6,15 @@ trace directory (e.g. serial and overlapped), on a shared time scale from each p
 
 Usage:
   plot_timeline.py OUT.png LABEL=DIR [LABEL=DIR ...]    DIR holds rank<r>.json (or rank<r>/trace.json)
+  plot_timeline.py --each DIR [DIR ...]                 DIR/timeline.png for each DIR, labelled with its
+                                                        name (./check --verbose: one run per DIR); traces
+                                                        without events give a picture that says so
 
+Spans that enclose others (layer.forward, layer.backward) are dashed frames on the compute lane.
 Each panel's title gives the step's span and the overlap figure of every rank: communication time
 covered by computation ÷ communication time (the definition of engine/comm/recorder.h).
-Exits 1 naming the directory when it holds no trace. Needs matplotlib (/usr/bin/python3).
+Exits 1 naming the directory when it holds no trace (--each: after drawing the others). Needs
+matplotlib (/usr/bin/python3).
 """
 import glob
 import json
@@ -23,6 +28,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"gemm": "#4c72b0", "attention": "#55a868", "send": "#dd8452", "recv": "#c44e52",
           "all_gather": "#8172b3", "reduce_scatter": "#937860", "all_reduce": "#da8bc3"}
+# Compute spans that enclose others (engine/model/gpt.cpp): drawn as dashed frames with these labels.
+BRACKETS = {"layer.forward": "layer forward", "layer.backward": "layer backward"}
 
 
 def load(directory):
@@ -50,9 +57,11 @@ def union(intervals):
 
 
 def overlap(events):
-    """|comm ∩ compute| / |comm| over the unions of the intervals (0 without communication)."""
+    """|comm ∩ compute| / |comm| over the unions of the intervals (0 without communication); the
+    enclosing spans of BRACKETS do not count as compute."""
     comm = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "comm"])
-    comp = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "compute"])
+    comp = union([(e["ts"], e["ts"] + e["dur"]) for e in events
+                  if e.get("cat") == "compute" and kind(e) not in BRACKETS])  # a layer's frame is no compute
     total = sum(b - a for a, b in comm)
     covered = sum(max(0, min(b, d) - max(a, c)) for a, b in comm for c, d in comp)
     return covered / total if total > 0 else 0.0
@@ -73,6 +82,12 @@ def draw(ax, label, ranks):
             for e in ranks[r]:
                 if e.get("cat") != cat or kind(e) == "barrier":
                     continue
+                if kind(e) in BRACKETS:  # a span around others (a whole layer): a dashed frame, labelled
+                    ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y - 0.48, 0.96), facecolor="none",
+                                   edgecolor="black", linestyle="--", linewidth=0.8, zorder=3)
+                    ax.text((e["ts"] - t0 + e["dur"] / 2) / 1e3, y - 0.5, BRACKETS[kind(e)], ha="center",
+                            va="bottom", fontsize=7)
+                    continue
                 ax.broken_barh([((e["ts"] - t0) / 1e3, e["dur"] / 1e3)], (y - 0.4, 0.8),
                                color=COLORS.get(kind(e), "#999999"), edgecolor="black", linewidth=0.3)
         figures.append(f"rank {r} {100 * overlap(ranks[r]):.0f}%")
@@ -83,30 +98,68 @@ def draw(ax, label, ranks):
                  fontsize=9)
 
 
+def figure(out, panels):
+    """Draws the panels [(label, {rank: [events]})] into out, one under the other, on one time scale."""
+    lanes = sum(2 * len(r) for _, r in panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 1.0 + 0.5 * lanes + 0.6 * len(panels)), squeeze=False)
+    xmax = max((max(e["ts"] + e["dur"] for evs in r.values() for e in evs) -
+                min(e["ts"] for evs in r.values() for e in evs)) / 1e3 for _, r in panels)
+    for ax, (label, ranks) in zip(axes[:, 0], panels):
+        draw(ax, label, ranks)
+        ax.set_xlim(0, xmax * 1.02)
+    axes[-1, 0].set_xlabel("ms from the first event of the panel")
+    present = {kind(e) for _, r in panels for evs in r.values() for e in evs}
+    handles = [matplotlib.patches.Patch(color=c, label=k) for k, c in COLORS.items() if k in present]
+    if present & set(BRACKETS):
+        handles.append(matplotlib.patches.Patch(facecolor="none", edgecolor="black", linestyle="--",
+                                                label="one transformer layer"))
+    fig.legend(handles=handles, loc="lower center", ncol=max(1, len(handles)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    print(f"wrote {out}")
+
+
+def empty(out, label):
+    """A picture that says the traces of `label` hold no event."""
+    fig, ax = plt.subplots(figsize=(8, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{label}\nthe ranks recorded no computation and no communication", ha="center",
+            va="center", fontsize=10)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    print(f"wrote {out} (no events)")
+
+
+def each(dirs):
+    """DIR/timeline.png for every DIR (one panel labelled with DIR's name); 1 if any DIR failed."""
+    code = 0
+    for d in dirs:
+        try:
+            label, ranks = os.path.basename(os.path.normpath(d)), load(d)
+            if not ranks:  # e.g. a run that stopped at its first TODO: say so rather than leave no picture
+                empty(os.path.join(d, "timeline.png"), label)
+                continue
+            figure(os.path.join(d, "timeline.png"), [(label, ranks)])
+        except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError) as e:
+            print(f"plot_timeline.py: {e}", file=sys.stderr)
+            code = 1
+    return code
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[1] == "--each":
+        return each(argv[2:])
     if len(argv) < 3 or any("=" not in a for a in argv[2:]):
         print(__doc__, file=sys.stderr)
         return 2
-    panels = [a.split("=", 1) for a in argv[2:]]
+    panels = [a.rsplit("=", 1) for a in argv[2:]]  # the last "=": labels may hold one ("tp=2")
     try:
         data = [(label, load(d)) for label, d in panels]
     except (FileNotFoundError, json.JSONDecodeError, KeyError) as e:
         print(f"plot_timeline.py: {e}", file=sys.stderr)
         return 1
-    lanes = sum(2 * len(r) for _, r in data)
-    fig, axes = plt.subplots(len(data), 1, figsize=(11, 1.0 + 0.5 * lanes + 0.6 * len(data)), squeeze=False)
-    xmax = max((max(e["ts"] + e["dur"] for evs in r.values() for e in evs) -
-                min(e["ts"] for evs in r.values() for e in evs)) / 1e3 for _, r in data)
-    for ax, (label, ranks) in zip(axes[:, 0], data):
-        draw(ax, label, ranks)
-        ax.set_xlim(0, xmax * 1.02)
-    axes[-1, 0].set_xlabel("ms from the first event of the panel")
-    present = {kind(e) for _, r in data for evs in r.values() for e in evs}
-    handles = [matplotlib.patches.Patch(color=c, label=k) for k, c in COLORS.items() if k in present]
-    fig.legend(handles=handles, loc="lower center", ncol=max(1, len(handles)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(argv[1], dpi=110)
-    print(f"wrote {argv[1]}")
+    figure(argv[1], data)
     return 0
 
 

@@ -247,13 +247,50 @@ void remove_abandoned_scratch(const std::string& base) {
   }
 }
 
-/// Draws the run's timeline (the ranks' trace.json: one lane per rank for compute and for communication)
-/// into DIR/timeline.png with tools/plot_timeline.py (--verbose, scenarios with a timeline check). A
-/// missing /usr/bin/python3 or matplotlib only leaves DIR/plot.log saying so.
-void plot_timeline(const std::string& dir, const std::string& id) {
-  const std::string script = std::string(TPSP_SOURCE_DIR) + "/tools/plot_timeline.py";
-  if (!fs::exists(script) || !fs::exists("/usr/bin/python3")) return;
-  run_logged({"/usr/bin/python3", script, dir + "/timeline.png", id + "=" + dir}, dir + "/plot.log");
+/// The Python that draws the timelines: $TPSP_PLOT_PYTHON (tests point it at one without matplotlib),
+/// else /usr/bin/python3 (Debian's, with python3-matplotlib; the python3 first on PATH may lack it).
+std::string plot_python() {
+  const char* p = std::getenv("TPSP_PLOT_PYTHON");
+  return p && *p ? p : "/usr/bin/python3";
+}
+
+/// Whether plot_python() can draw (it runs and finds matplotlib; no import, so it takes milliseconds).
+bool can_plot() {
+  const std::string py = plot_python();
+  return ::access(py.c_str(), X_OK) == 0 &&
+         run_logged({py, "-c",
+                     "import importlib.util,sys; sys.exit(importlib.util.find_spec('matplotlib') is None)"},
+                    "/dev/null") == 0;
+}
+
+/// --verbose: draws every run's timeline (its ranks' trace.json: one lane per rank for compute and
+/// for communication) into <run>/timeline.png with tools/plot_timeline.py --each, in one Python start
+/// for the whole check (about a second of CPU each). Without matplotlib prints the one line that says
+/// so; the traces stay. A failed drawing is said with its log.
+void plot_timelines(const std::vector<std::string>& dirs, bool drawable, const std::string& work) {
+  if (dirs.empty()) return;
+  if (!drawable) {
+    std::printf(
+        "\n./check --verbose: no timeline pictures: %s has no matplotlib (Debian: apt install "
+        "python3-matplotlib); each run's trace.json is written all the same\n",
+        plot_python().c_str());
+    return;
+  }
+  std::vector<std::string> argv{plot_python(), std::string(TPSP_SOURCE_DIR) + "/tools/plot_timeline.py",
+                                "--each"};
+  argv.insert(argv.end(), dirs.begin(), dirs.end());
+  if (run_logged(argv, work + "/plot.log") != 0)
+    std::printf("\n./check --verbose: drawing the timelines failed: see %s/plot.log\n", work.c_str());
+}
+
+/// --verbose: where a run's Chrome traces (one per rank) and its timeline picture are; false when the
+/// ranks wrote no trace (a run that stopped before its scenario ended).
+bool print_trace_paths(const std::string& dir, bool drawable) {
+  if (!fs::exists(dir + "/rank0/trace.json")) return false;
+  std::printf("    traces: %s/rank<r>/trace.json (ui.perfetto.dev or chrome://tracing)\n", dir.c_str());
+  if (drawable) std::printf("    timeline: %s/timeline.png\n", dir.c_str());
+  std::fflush(stdout);
+  return true;
 }
 
 /// Writes the expected whole tensors of a run as .npy beside the ranks' dumps (--verbose).
@@ -353,6 +390,8 @@ int main(int argc, char** argv) {
                       static_cast<unsigned long long>(o.rank_procs)});
   }
   ExpectedCache expected(o.seed);
+  const bool drawable = o.verbose && can_plot();
+  std::vector<std::string> traced;  // --verbose: the runs whose timelines are drawn at the end
   for (const std::string& lab : o.labs) {
     const std::string bin = !o.binary.empty() ? o.binary
                             : o.solution      ? bin_dir + "/tpsp-lab-ranks"
@@ -383,9 +422,9 @@ int main(int argc, char** argv) {
       const ExpectedOutputs& want = expected.get(sc, r.layout.tp, r.sp);
       auto file = [&](GradeResult g, double seconds) {  // --verbose extras, then the report's line
         if (o.verbose) write_expected(want, r.dir + "/expected");
-        if (o.verbose && sc.timeline) plot_timeline(r.dir, sc.id());
         g.seconds = seconds;
         report.add(g, r.dir);
+        if (o.verbose && print_trace_paths(r.dir, drawable)) traced.push_back(r.dir);
       };
       if (batched[i]) {
         GradeResult g = grade(sc, r.layout, r.sp, want, {r.dir, 0, ""});
@@ -417,6 +456,7 @@ int main(int argc, char** argv) {
     fs::remove_all(work);
     return kUsage;
   }
+  plot_timelines(traced, drawable, work);
   if (!o.json_path.empty() && !report.write_json(o.json_path)) {
     std::fprintf(stderr, "./check: cannot write %s\n", o.json_path.c_str());
     return kUsage;

@@ -10,7 +10,8 @@
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
 //                              waited, peer, reduce, t_issue, t_start, t_end, t_waited}, ...],
 //                   "compute": [{phase, name, label, t_start, t_end}, ...]}   (seconds, one clock)
-//   trace.json     the same calls and compute spans as a Chrome trace (Perfetto; tools/plot_timeline.py)
+//   trace.json     the same calls and compute spans as a Chrome trace (Perfetto; tools/plot_timeline.py),
+//                  also when the scenario raised (the calls up to the error)
 // It exits 0 when every scenario was ok; at the first one that is not, it stops there and exits 3 (a
 // TODO is not implemented yet) or 1 (an error), the later scenarios left without a result.json.
 // Stopped by SIGTERM (the launcher's budget), it prints where its main thread was before it exits.
@@ -129,6 +130,10 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
       outputs = it->second(ctx);
     } catch (...) {
       flush();
+      try {  // the trace up to the failure, for ./check --verbose's timeline; its lack is no new error
+        rec.write_chrome_trace(dir + "/trace.json");
+      } catch (const std::exception&) {
+      }
       throw;
     }
     flush();
