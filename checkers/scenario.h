@@ -109,5 +109,7 @@ struct LabScenarios {
 };
 /// The whole-model scenario "gpt_step" of `lab` (checkers/gpt_step/): SP off and on, or SP only.
 Scenario gpt_step_scenario(const std::string& lab, bool sp_only);
+/// The packed-sequence scenario "packed_sequences" of `lab` (checkers/packed/): SP off and on, or SP only.
+Scenario packed_sequences_scenario(const std::string& lab, bool sp_only);
 
 }  // namespace tpsp::checkers

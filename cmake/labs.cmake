@@ -74,8 +74,16 @@ endforeach()
 # tpsp_engine_variant(<target> <lab> <sources...>): a static engine in which <lab>'s files with the
 # same names as <sources> are replaced by them (compiled with -Wno-unused-parameter: a skeleton
 # leaves parameters unused); the lab's other files and every other lab come from the engine.
+# Engine files outside every lab listed (relative, e.g. engine/packed_seq.cpp) in the variable
+# TPSP_VARIANT_BASE_EXCLUDE leave the engine base: a source of the same name among <sources> (a
+# mutant's edited copy) takes their place.
 function(tpsp_engine_variant target lab)
-  set(objs $<TARGET_OBJECTS:tpsp_engine_base>)
+  set(base $<TARGET_OBJECTS:tpsp_engine_base>)
+  foreach(f ${TPSP_VARIANT_BASE_EXCLUDE})
+    string(REPLACE "." "\\." rx "/${f}.o")
+    set(base "$<FILTER:${base},EXCLUDE,${rx}$>")
+  endforeach()
+  set(objs ${base})
   foreach(l ${TPSP_LABS})
     foreach(f ${TPSP_LAB_${l}_FILES})
       get_filename_component(base ${f} NAME)

@@ -215,6 +215,7 @@ void add_scenarios(std::vector<Scenario>& out) {
                      "continues it, reseeding resets",
                  .expected = expected_rng_contract});
   out.push_back(gpt_step_scenario("lab02", false));
+  out.push_back(packed_sequences_scenario("lab02", false));
 }
 
 }  // namespace

@@ -190,6 +190,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
   out["lab02/rng_tracker_refusals"] = run_rng_refusals;
   out["lab02/rng_tracker_contract"] = run_rng_contract;
   out["lab02/gpt_step"] = run_gpt_step;
+  out["lab02/packed_sequences"] = run_packed_sequences;
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ void add_scenarios(std::vector<Scenario>& out) {
              return Pattern{{"forward", p["forward"]}};
            }});
   out.push_back(gpt_step_scenario("lab03", true));
+  out.push_back(packed_sequences_scenario("lab03", true));
 }
 
 }  // namespace

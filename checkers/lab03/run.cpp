@@ -75,6 +75,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
     return layer::run_layer_memory(c);
   };
   out["lab03/gpt_step"] = run_gpt_step;
+  out["lab03/packed_sequences"] = run_packed_sequences;
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ namespace {
 /// replicated-input check, as three chunks of at most 22 bits (exact in float32). A hash, not a
 /// weighted sum: differences that cancel in a sum (+2 at one position, −1 at the next) or that
 /// permute positions change it.
-std::array<float, 3> batch_fingerprint(const TokenBatch& ids, const TokenBatch& targets) {
+std::array<float, 3> batch_fingerprint(const TokenBatch& ids, const TokenBatch& targets,
+                                       const std::vector<int64_t>& cu_seqlens) {
   uint64_t h = 14695981039346656037ull;  // FNV-1a over the 8 bytes of each value
   auto mix = [&h](int64_t v) {
     for (int k = 0; k < 8; ++k) h = (h ^ ((static_cast<uint64_t>(v) >> (8 * k)) & 0xff)) * 1099511628211ull;
@@ -89,6 +90,7 @@ std::array<float, 3> batch_fingerprint(const TokenBatch& ids, const TokenBatch& 
   for (int64_t v : {ids.b, ids.s, targets.b, targets.s}) mix(v);
   for (int64_t v : ids.ids) mix(v);
   for (int64_t v : targets.ids) mix(v);
+  for (int64_t v : cu_seqlens) mix(v);  // packed boundaries too: ranks must agree on them
   return {static_cast<float>(h & 0x3fffff), static_cast<float>((h >> 22) & 0x3fffff),
           static_cast<float>(h >> 44)};
 }
@@ -106,13 +108,17 @@ TokenBatch pad_batch(const TokenBatch& t, int64_t s_padded, int64_t fill) {
 }
 }  // namespace
 
-float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration) {
-  comm::ProcessGroup& tp = ps_.tp();
-  // Every check that can fail runs before the first collective, identically on every rank.
+void ParallelGPT::validate_batch(const TokenBatch& ids, const TokenBatch& targets) const {
   validate_tokens(ids, cfg_.vocab, false, "input ids");
   validate_tokens(targets, cfg_.vocab, true, "targets");
   TPSP_CHECK(ids.b == targets.b && ids.s == targets.s, "ids [", ids.b, ", ", ids.s, "] and targets [",
              targets.b, ", ", targets.s, "] differ in shape");
+}
+
+float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration) {
+  comm::ProcessGroup& tp = ps_.tp();
+  // Every check that can fail runs before the first collective, identically on every rank.
+  validate_batch(ids, targets);
   TPSP_CHECK(ids.s <= cfg_.seq, "sequence length s=", ids.s, " exceeds the position table seq=", cfg_.seq);
   const bool pad = opt_.sequence_parallel && ids.s % tp.size() != 0;
   TPSP_CHECK(!pad || opt_.pad_sequence, "sequence parallelism: s=", ids.s,
@@ -130,12 +136,30 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   return forward_impl(ids, targets, iteration, Tensor(), ids.s);
 }
 
+float ParallelGPT::forward_packed(const TokenBatch& ids, const TokenBatch& targets,
+                                  const PackedSeqParams& packed, int64_t iteration) {
+  const int tp = ps_.tp().size();
+  // Every check that can fail runs before the first collective, identically on every rank.
+  validate_batch(ids, targets);
+  TPSP_CHECK(ids.b == 1,
+             "packed sequences: ids must be [1, T] (the sequences concatenated in one row), got [", ids.b,
+             ", ", ids.s, "]");
+  validate_cu_seqlens(packed.cu_seqlens, ids.s, "packed sequences");
+  for (int64_t k = 0; k < packed.count(); ++k)
+    TPSP_CHECK(packed.length(k) <= cfg_.seq, "packed sequences: sequence ", k, " has ", packed.length(k),
+               " tokens (padding included), more than the position table seq=", cfg_.seq);
+  TPSP_CHECK(!opt_.sequence_parallel || ids.s % tp == 0, "sequence parallelism: packed total ", ids.s,
+             " is not divisible by tp=", tp, " (pad each sequence to a multiple of tp: pack_sequences)");
+  return forward_impl(ids, targets, iteration, Tensor(), ids.s, packed.cu_seqlens);
+}
+
 float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration,
-                                const Tensor& padding, int64_t real_seq) {
+                                const Tensor& padding, int64_t real_seq,
+                                const std::vector<int64_t>& cu_seqlens) {
   comm::ProcessGroup& tp = ps_.tp();
   if (opt_.check_replicated_inputs && tp.size() > 1) {
     // max over the ranks of (f, −f): every rank holds the same fingerprint iff max == −min.
-    const std::array<float, 3> f = batch_fingerprint(ids, targets);
+    const std::array<float, 3> f = batch_fingerprint(ids, targets, cu_seqlens);
     Tensor both = Tensor::from({6}, {f[0], f[1], f[2], -f[0], -f[1], -f[2]});
     tp.all_reduce(both, comm::ReduceOp::max, {"check.replicated_inputs"});
     bool same = true;
@@ -151,13 +175,21 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
   S->targets.resize(static_cast<std::size_t>(s * b));
   for (int64_t si = 0; si < s; ++si)
     for (int64_t bi = 0; bi < b; ++bi) S->targets[static_cast<std::size_t>(si * b + bi)] = targets.at(bi, si);
-  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b, padding};
+  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b, padding, cu_seqlens};
   S->real_seq = real_seq;
 
   // Activations are f32 whatever the parameters' dtype (bf16 parameters are widened by every op).
   Tensor x = embedding_->forward(ids, tp).to(DType::f32);
   S->seq_start = opt_.sequence_parallel ? tp.rank() * (s / tp.size()) : 0;
-  ops::position_embedding_add(x, params_.at("embedding.position_embeddings.weight"), S->seq_start);
+  const Tensor& wpe = params_.at("embedding.position_embeddings.weight");
+  if (cu_seqlens.empty()) {
+    ops::position_embedding_add(x, wpe, S->seq_start);
+  } else {  // positions restart at 0 in each packed sequence
+    for (const PositionRun& r : packed_position_runs(cu_seqlens, S->seq_start, S->seq_start + x.size(0))) {
+      Tensor rows = x.slice0(r.row, r.row + r.rows);
+      ops::position_embedding_add(rows, wpe, r.position);
+    }
+  }
   S->drop_emb = {
       seed_, ops::dropout_stream("embedding", iteration), {s, b, cfg_.hidden}, {S->seq_start, 0, 0}};
   x = ops::dropout_forward(x, cfg_.dropout, S->drop_emb);
@@ -215,8 +247,15 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
   }
 
   Tensor demb = ops::dropout_backward(dx, cfg_.dropout, S.drop_emb);
-  ops::add_(grads_.at("embedding.position_embeddings.weight"),
-            ops::position_embedding_backward(demb, cfg_.seq, S.seq_start));
+  Tensor& dwpe = grads_.at("embedding.position_embeddings.weight");
+  if (S.ctx.cu_seqlens.empty()) {
+    ops::add_(dwpe, ops::position_embedding_backward(demb, cfg_.seq, S.seq_start));
+  } else {
+    for (const PositionRun& r :
+         packed_position_runs(S.ctx.cu_seqlens, S.seq_start, S.seq_start + demb.size(0)))
+      ops::add_(dwpe,
+                ops::position_embedding_backward(demb.slice0(r.row, r.row + r.rows), cfg_.seq, r.position));
+  }
   embedding_->backward(demb, S.ids, tp);
 }
 

@@ -18,6 +18,7 @@
 #include "engine/model/config.h"
 #include "engine/model/sharding.h"
 #include "engine/model/transformer_layer.h"
+#include "engine/packed_seq.h"
 #include "engine/parallel_state.h"
 #include "engine/tensor_parallel/cross_entropy.h"
 #include "engine/tensor_parallel/layers.h"
@@ -72,6 +73,17 @@ class ParallelGPT {
   /// range, s > cfg.seq, or s % tp != 0 under SP (unless pad_sequence); NumericError for a NaN
   /// loss. Returns the mean loss of this rank's rows.
   float forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration = 0);
+  /// Forward + loss on a packed micro-batch (engine/packed_seq.h, pack_sequences): ids/targets
+  /// [1, T] hold n sequences at the boundaries packed.cu_seqlens, padding included (targets −100
+  /// there). Attention stays inside each sequence (block-diagonal causal) and positions restart at
+  /// 0 in each, so every sequence gets the loss and gradients it would get alone. Throws ShapeError
+  /// (on every rank, before any collective) for ids/targets not [1, T], bad cu_seqlens
+  /// (validate_cu_seqlens), a sequence longer than the position table seq, or under SP a total T not
+  /// divisible by tp ("packed total 13 is not divisible by tp=2"; pack_sequences pads each sequence
+  /// to a multiple of tp); NumericError for a NaN loss. Returns the mean loss over the non-ignored
+  /// targets of all the sequences.
+  float forward_packed(const TokenBatch& ids, const TokenBatch& targets, const PackedSeqParams& packed,
+                       int64_t iteration = 0);
   /// Local logits of the last forward, batch-first [b, s, V_padded/tp] (padded positions dropped).
   Tensor logits_local() const;
 
@@ -105,9 +117,12 @@ class ParallelGPT {
   struct Saved;
   void init_parameters();
   /// The forward on ids/targets whose s fits the layout; `padding` [b, s] marks real tokens (1) when
-  /// the batch was padded for SP, else undefined; real_seq is s before padding.
+  /// the batch was padded for SP, else undefined; real_seq is s before padding; cu_seqlens: the
+  /// packed sequences' boundaries (empty: not packed).
   float forward_impl(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration,
-                     const Tensor& padding, int64_t real_seq);
+                     const Tensor& padding, int64_t real_seq, const std::vector<int64_t>& cu_seqlens = {});
+  /// Checks shared by forward and forward_packed: ids and targets in range and of one shape.
+  void validate_batch(const TokenBatch& ids, const TokenBatch& targets) const;
   GPTConfig cfg_;
   uint64_t seed_;
   ParallelState& ps_;

@@ -83,7 +83,8 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
              shape_str({rows, ctx.batch, cfg_.hidden}));
   // TODO(lab02 TransformerLayer forward): pre-LN attention block then MLP block. QKV is column-
   // parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's
-  // first head), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and
+  // first head; the context's key padding mask and packed-sequence boundaries cu_seqlens go to the
+  // attention options), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and
   // hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`.
   // BEGIN SOLUTION
   comm::ProcessGroup& tp = *ctx.tp;
@@ -93,6 +94,7 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
   S.qkv = qkv_.forward(S.ln1.y, S.qkv_in, tp);
   S.attn_opt.heads = heads_local;
   S.attn_opt.key_padding_mask = ctx.key_padding_mask;
+  S.attn_opt.cu_seqlens = ctx.cu_seqlens;
   S.attn_opt.dropout_p = cfg_.dropout;
   S.attn_opt.dropout_key = {ctx.seed,
                             ops::dropout_stream(prefix_ + "attention", ctx.iteration),

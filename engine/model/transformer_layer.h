@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "engine/comm/process_group.h"
 #include "engine/model/config.h"
@@ -31,6 +32,9 @@ struct LayerContext {
   int64_t batch = 0;      ///< micro-batch size b
   /// [b, s] key padding mask (1 = real token, 0 = padding), or undefined when nothing is padded.
   Tensor key_padding_mask;
+  /// Packed sequences: the [n + 1] boundaries of the s tokens of the one batch row (b = 1), which
+  /// attention must not see across (engine/packed_seq.h); empty when the batch is not packed.
+  std::vector<int64_t> cu_seqlens;
 };
 
 /// Activations one layer keeps for backward on this rank.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/ops/dropout.h"
 #include "engine/tensor.h"
@@ -14,11 +15,16 @@
 namespace tpsp::ops {
 
 /// Options: the number of heads in qkv, an optional key padding mask [b, s] (1 = real token,
-/// 0 = padding; undefined = none), attention-probability dropout p with its key (global shape
-/// [b, heads_total, s, s], offset [0, first_head, 0, 0] on a TP rank).
+/// 0 = padding; undefined = none), optional packed-sequence boundaries, attention-probability
+/// dropout p with its key (global shape [b, heads_total, s, s], offset [0, first_head, 0, 0] on a
+/// TP rank).
 struct AttentionOptions {
   int64_t heads = 1;
   Tensor key_padding_mask;
+  /// Packed sequences (engine/packed_seq.h; TransformerEngine's cu_seqlens, qkv_format "thd"):
+  /// empty = every batch row is one sequence; else [n + 1] boundaries of the s tokens, b must be 1,
+  /// and query i sees key j only inside its own sequence (block-diagonal causal mask).
+  std::vector<int64_t> cu_seqlens;
   float dropout_p = 0.f;
   DropoutKey dropout_key;
 };
@@ -30,11 +36,14 @@ struct AttentionOut {
   Tensor probs;
 };
 
-/// qkv: [s, b, heads·3·d]. Scores q·kᵀ/√d, causal (key j ≤ query i), padded keys masked; a query
-/// row with no visible key gives a zero output. Throws ShapeError if qkv's last dim is not
-/// divisible by 3·heads, or the padding mask is not [b, s].
+/// qkv: [s, b, heads·3·d]. Scores q·kᵀ/√d, causal (key j ≤ query i), padded keys masked, and with
+/// cu_seqlens keys of another sequence masked (cu[k] ≤ j ≤ i < cu[k+1]); a query row with no
+/// visible key gives a zero output. Throws ShapeError if qkv's last dim is not divisible by
+/// 3·heads, the padding mask is not [b, s], or cu_seqlens is given with b != 1 or is not valid for
+/// s tokens (validate_cu_seqlens: starts at 0, strictly increasing, ends at s).
 AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt);
 /// dqkv [s, b, heads·3·d] from dout [s, b, heads·d], the forward input and saved probabilities.
-Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, const AttentionOptions& opt);
+Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                          const AttentionOptions& opt);
 
 }  // namespace tpsp::ops

@@ -83,9 +83,10 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
              shape_str({rows, ctx.batch, cfg_.hidden}));
   // TODO(lab02 TransformerLayer forward): pre-LN attention block then MLP block. QKV is column-
   // parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's
-  // first head), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and
+  // first head; the context's key padding mask and packed-sequence boundaries cu_seqlens go to the
+  // attention options), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and
   // hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`.
-  TPSP_LAB_TODO("lab02 TransformerLayer forward: pre-LN attention block then MLP block. QKV is column- parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's first head), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`");
+  TPSP_LAB_TODO("lab02 TransformerLayer forward: pre-LN attention block then MLP block. QKV is column- parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's first head; the context's key padding mask and packed-sequence boundaries cu_seqlens go to the attention options), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`");
 }
 
 Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) {

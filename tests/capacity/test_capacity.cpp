@@ -168,7 +168,7 @@ void check_bf16_layer(int tp, bool sp) {
     Tensor x({cap.rows(), cap.batch, cap.gpt.hidden});
     random::init_normal(x, 6, "x", 1.f);
     const Tensor x16 = x.to(DType::bf16);
-    const model::LayerContext ctx{&ps.tp(), sp, 1, 0, cap.gpt.seq, cap.batch, Tensor()};
+    const model::LayerContext ctx{&ps.tp(), sp, 1, 0, cap.gpt.seq, cap.batch, Tensor(), {}};
     comm::Recorder& rec = ps.world().recorder();
     rec.clear();
     model::LayerSaved saved;

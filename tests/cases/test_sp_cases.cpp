@@ -139,7 +139,7 @@ TEST_CASE("case S2: dropout masks of a TransformerLayer under SP differ per toke
     for (const auto& [name, t] : params) grads[name] = Tensor(t.shape());
     model::TransformerLayer layer(c, 0, params, grads, true);
     model::LayerSaved saved;
-    const model::LayerContext ctx{&tp, true, seed, iteration, s, b, Tensor()};
+    const model::LayerContext ctx{&tp, true, seed, iteration, s, b, Tensor(), {}};
     layer.forward(pattern({s / 2, b, h}, 31 + uint64_t(r)), saved, ctx);
     for (const auto& [site, key] :
          {std::pair{"hidden_attn", saved.drop_attn}, {"hidden_mlp", saved.drop_mlp}}) {

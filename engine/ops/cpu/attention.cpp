@@ -2,7 +2,8 @@
 //
 // For one (batch bi, head) pair, Q, K and V are s×d matrices inside qkv whose rows are b·3·heads·d
 // floats apart, so every product is one strided sgemm (lda = b·3·heads·d), no copies:
-//   S = Q·Kᵀ/√d (masked: key j > query i, or a padded key) → P = softmax(S) → P' = P ⊙ M_drop
+//   S = Q·Kᵀ/√d (masked: key j > query i, a padded key, or with cu_seqlens a key of another packed
+//   sequence: key j < the first token of query i's sequence) → P = softmax(S) → P' = P ⊙ M_drop
 //   O = P'·V
 // Backward (the mirror):
 //   dV = P'ᵀ·dO;  dP' = dO·Vᵀ;  dP = dP' ⊙ M_drop;  dS = P ⊙ (dP − rowsum(dP ⊙ P));
@@ -19,6 +20,7 @@
 #include "engine/error.h"
 #include "engine/ops/cpu/fast_math.h"
 #include "engine/ops/cpu/ops.h"
+#include "engine/packed_seq.h"
 
 namespace tpsp::ops::cpu {
 namespace {
@@ -46,7 +48,20 @@ Dims check_attention_args(const Tensor& qkv, const AttentionOptions& opt, const 
              shape_str(qkv.shape()), " is not a positive multiple of 3*heads = ", 3 * opt.heads);
   if (opt.key_padding_mask.defined())
     check_shape(opt.key_padding_mask, {b, s}, "attention: key_padding_mask");
+  if (!opt.cu_seqlens.empty()) {
+    TPSP_CHECK(b == 1, what, ": packed sequences (cu_seqlens) need b = 1, got qkv ", shape_str(qkv.shape()));
+    validate_cu_seqlens(opt.cu_seqlens, s, what);
+  }
   return Dims{s, b, opt.heads, c / (3 * opt.heads)};
+}
+
+/// first[i]: the first key query i may see — the start of its packed sequence, or 0 without packing.
+std::vector<int64_t> first_visible_key(const AttentionOptions& opt, int64_t s) {
+  std::vector<int64_t> first(static_cast<std::size_t>(s), 0);
+  for (std::size_t k = 0; k + 1 < opt.cu_seqlens.size(); ++k)
+    for (int64_t i = opt.cu_seqlens[k]; i < opt.cu_seqlens[k + 1]; ++i)
+      first[static_cast<std::size_t>(i)] = opt.cu_seqlens[k];
+  return first;
 }
 
 }  // namespace
@@ -62,6 +77,7 @@ AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
   const bool padded = opt.key_padding_mask.defined();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const std::vector<int64_t> first = first_visible_key(opt, s);
   std::vector<float> dropped(drop ? static_cast<std::size_t>(s * s) : 0);
   for (int64_t bi = 0; bi < D.b; ++bi) {
     const float* key_ok = padded ? opt.key_padding_mask.data() + bi * s : nullptr;
@@ -74,8 +90,9 @@ AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
       for (int64_t i = 0; i < s; ++i) {                       // masked, stable softmax per query row
         float* row = P + i * s;
         float mx = neg_inf;
+        const int64_t j0 = first[static_cast<std::size_t>(i)];
         for (int64_t j = 0; j < s; ++j) {
-          const bool visible = j <= i && (!key_ok || key_ok[j] != 0.f);
+          const bool visible = j0 <= j && j <= i && (!key_ok || key_ok[j] != 0.f);
           row[j] = visible ? row[j] : neg_inf;
           mx = std::fmax(mx, row[j]);
         }
