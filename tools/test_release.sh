@@ -3,7 +3,7 @@
 #  1. It holds no solution (no lab-owned engine file, no solution block) and no tests/; its README
 #     shows the copy's set-up and hides the full repository's.
 #  2. As shipped (every lab a skeleton) ./check fails cleanly with "not implemented yet", and
-#     ./check --solution is refused in one line.
+#     ./check --solution is refused in one line; the prediction templates ship, not filled in.
 #  3. A learner who did only lab03: lab03's own scenarios pass; the ones that need lab01/lab02 code
 #     say NEEDS and name it; make demo says in one line that the labs are not finished.
 #  4. The same learner with the instructor's prebuilt solutions (solutions/): lab03 passes alone,
@@ -50,6 +50,11 @@ printf '%s\n' "$out" | tail -n 5
 [ "$code" -eq 1 ] || fail "./check of the skeletons: expected exit 1, got $code"
 grep -q 'not implemented yet: lab03' <<<"$out" || fail "no 'not implemented yet' guidance"
 grep -Eq '^0 passed, [0-9]+ failed, [1-9][0-9]* not implemented yet' <<<"$out" || fail "no summary line"
+grep -q '^prediction lab03: not filled in yet' <<<"$out" || fail "no line on lab03's prediction template"
+set +e
+out=$(./check lab01 --predict 2>&1); code=$?  # the templates ship; a prediction runs no code
+set -e
+[ "$code" -eq 1 ] && grep -q '^prediction lab01: not filled in yet$' <<<"$out" || fail "./check lab01 --predict: $out"
 set +e
 out=$(./check lab01 --solution 2>&1); code=$?
 set -e

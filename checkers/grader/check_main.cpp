@@ -28,6 +28,7 @@
 
 #include "checkers/grader/grade.h"
 #include "checkers/grader/launch.h"
+#include "checkers/grader/prediction.h"
 #include "checkers/grader/report.h"
 #include "checkers/scenario.h"
 #include "engine/io/npy.h"
@@ -40,8 +41,8 @@ namespace {
 
 struct Options {
   std::vector<std::string> labs;
-  bool all = false, solution = false, verbose = false, list = false, no_dp = false;
-  std::string only, json_path, binary, seed_text, backend = "gloo";
+  bool all = false, solution = false, verbose = false, list = false, no_dp = false, predict = false;
+  std::string only, json_path, binary, seed_text, backend = "gloo", prediction_file;
   std::vector<int> tps;
   double timeout = 0;     // 0: each scenario's own budget
   long confine_uid = -1;  // ./grade: confined ranks (launch.h confine_launches)
@@ -82,6 +83,10 @@ int parse(int argc, char** argv, Options& o) {
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--backend", o.backend, "communication backend (gloo; nccl needs a GPU build)");
   app.add_flag("--list", o.list, "list the labs and their scenarios, then exit");
+  app.add_flag("--predict", o.predict,
+               "compare the lab's prediction (labs/<lab dir>/prediction.txt) with the calls of its step, "
+               "line by line; runs no code");
+  app.add_option("--prediction", o.prediction_file, "(with --predict, one lab) read this file instead");
   app.add_option("--confine-uid", o.confine_uid,
                  "(./grade) run each launch's ranks as uid N + k, in their own namespaces (needs root)")
       ->check(CLI::Range(1000L, 4200000000L));
@@ -102,7 +107,7 @@ int parse(int argc, char** argv, Options& o) {
     return kUsage;
   }
   // An option given with an empty value is a mistake (a shell variable that was not set), not "default".
-  for (const char* name : {"--seed", "--only", "--json", "--binary", "--tp"})
+  for (const char* name : {"--seed", "--only", "--json", "--binary", "--tp", "--prediction"})
     if (app.count(name) > 0 && app[name]->as<std::string>().empty()) {
       std::fprintf(stderr, "./check: %s was given an empty value\n", name);
       return kUsage;
@@ -133,6 +138,12 @@ int parse(int argc, char** argv, Options& o) {
                    tp);
       return kUsage;
     }
+  if (!o.prediction_file.empty() && (!o.predict || o.labs.size() != 1 || o.all)) {
+    std::fprintf(stderr,
+                 "./check: --prediction FILE goes with --predict and one lab (./check lab01 --predict "
+                 "--prediction FILE)\n");
+    return kUsage;
+  }
   if (!std::isfinite(o.timeout)) {
     std::fprintf(stderr, "./check: --timeout must be a number of seconds in [0.1, 3600]\n");
     return kUsage;
@@ -364,6 +375,7 @@ int main(int argc, char** argv) {
       return kUsage;
     }
   }
+  if (o.predict) return check_predictions(o.labs, TPSP_SOURCE_DIR, o.prediction_file);
   Report report(o.seed, o.solution, o.binary, o.backend, o.labs, o.verbose);
   if (!o.solution && o.binary.empty())
     if (const std::string stale = stale_sources(o.labs, bin_dir); !stale.empty()) {
@@ -457,6 +469,11 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   plot_timelines(traced, drawable, work);
+  // The prediction of each lab checked (learner's code only): its own line, not counted in the runs.
+  if (!o.solution && o.binary.empty() && o.confine_uid < 0)
+    for (const std::string& lab : o.labs)
+      if (const std::string line = prediction_summary(TPSP_SOURCE_DIR, lab); !line.empty())
+        report.add_note(line);
   if (!o.json_path.empty() && !report.write_json(o.json_path)) {
     std::fprintf(stderr, "./check: cannot write %s\n", o.json_path.c_str());
     return kUsage;

@@ -99,7 +99,8 @@ bool Report::write_json(const std::string& path) const {
                     {"failed", failed_},
                     {"not_implemented", todo_},
                     {"needs_other_lab", needs_},
-                    {"results", results_}};
+                    {"results", results_},
+                    {"notes", notes_}};
   std::ofstream out(path);
   out << doc.dump(1) << "\n";
   return static_cast<bool>(out);
@@ -123,6 +124,8 @@ int Report::finish() const {
   if (todo_) summary += fmt::format(", {} not implemented yet", todo_);
   if (needs_) summary += fmt::format(", {} need another lab's code", needs_);
   const bool all_passed = failed_ == 0 && todo_ == 0 && needs_ == 0;
+  if (!notes_.empty()) std::printf("\n");
+  for (const std::string& n : notes_) std::printf("%s\n", n.c_str());
   std::printf("\n%s\n", color(all_passed ? "32" : "31", summary).c_str());
   return all_passed ? 0 : 1;
 }

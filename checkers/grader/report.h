@@ -24,6 +24,8 @@ class Report {
   void add(const GradeResult& g, const std::string& dir);
   int runs() const { return runs_; }
   int failed() const { return failed_; }
+  /// A line printed just above the summary line (and kept as "notes" in the JSON); counts nothing.
+  void add_note(const std::string& line) { notes_.push_back(line); }
   /// Writes the JSON report (seed, source, backend, labs, counts, one object per run); false on error.
   bool write_json(const std::string& path) const;
   /// Prints the rerun hint and the summary line; returns the exit status (0 only if every run passed).
@@ -37,6 +39,7 @@ class Report {
   std::vector<std::string> labs_;
   bool verbose_, tty_;
   int runs_ = 0, passed_ = 0, failed_ = 0, todo_ = 0, needs_ = 0;
+  std::vector<std::string> notes_;
   std::set<std::string> shown_;  // each TODO / "needs" message is printed once
   nlohmann::json results_ = nlohmann::json::array();
 };
