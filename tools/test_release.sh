@@ -50,8 +50,8 @@ printf '%s\n' "$out" | tail -n 5
 grep -q 'not implemented yet: lab03' <<<"$out" || fail "no 'not implemented yet' guidance"
 grep -q 'stuck? ./check lab03 --hint ' <<<"$out" || fail "no pointer to the task's hint"
 for d in labs/lab[0-9][0-9]_*/; do [ -f "$d/HINTS.md" ] || fail "$d has no HINTS.md"; done
-out=$(./check lab03 --hint seq 2>&1) && grep -q 'hint for "lab03 sequence_parallel grads"' <<<"$out" ||
-  fail "./check lab03 --hint seq in the copy: $out"
+hint=$(./check lab03 --hint seq 2>&1) && grep -q 'hint for "lab03 sequence_parallel grads"' <<<"$hint" ||
+  fail "./check lab03 --hint seq in the copy: $hint"
 grep -Eq '^0 passed, [0-9]+ failed, [1-9][0-9]* not implemented yet' <<<"$out" || fail "no summary line"
 set +e
 out=$(./check lab01 --solution 2>&1); code=$?
