@@ -2,7 +2,8 @@
 # Test of `make release`: the learner copy is a complete product that grades itself.
 #  1. It holds no solution (no lab-owned engine file, no solution block) and no tests/; its README
 #     shows the copy's set-up and hides the full repository's.
-#  2. As shipped (every lab a skeleton) ./check fails cleanly with "not implemented yet", and
+#  2. As shipped (every lab a skeleton) ./check fails cleanly with "not implemented yet" and the
+#     command that prints the task's hint, which works (every lab has its HINTS.md), and
 #     ./check --solution is refused in one line; the prediction templates ship, not filled in.
 #  3. A learner who did only lab03: lab03's own scenarios pass; the ones that need lab01/lab02 code
 #     say NEEDS and name it; make demo says in one line that the labs are not finished.
@@ -49,6 +50,10 @@ set -e
 printf '%s\n' "$out" | tail -n 5
 [ "$code" -eq 1 ] || fail "./check of the skeletons: expected exit 1, got $code"
 grep -q 'not implemented yet: lab03' <<<"$out" || fail "no 'not implemented yet' guidance"
+grep -q 'stuck? ./check lab03 --hint ' <<<"$out" || fail "no pointer to the task's hint"
+for d in labs/lab[0-9][0-9]_*/; do [ -f "$d/HINTS.md" ] || fail "$d has no HINTS.md"; done
+hint=$(./check lab03 --hint seq 2>&1) && grep -q 'hint for "lab03 sequence_parallel grads"' <<<"$hint" ||
+  fail "./check lab03 --hint seq in the copy: $hint"
 grep -Eq '^0 passed, [0-9]+ failed, [1-9][0-9]* not implemented yet' <<<"$out" || fail "no summary line"
 grep -q '^prediction lab03: not filled in yet' <<<"$out" || fail "no line on lab03's prediction template"
 set +e

@@ -27,6 +27,7 @@
 #include <tuple>
 
 #include "checkers/grader/grade.h"
+#include "checkers/grader/hints.h"
 #include "checkers/grader/launch.h"
 #include "checkers/grader/prediction.h"
 #include "checkers/grader/report.h"
@@ -44,8 +45,10 @@ struct Options {
   bool all = false, solution = false, verbose = false, list = false, no_dp = false, predict = false;
   std::string only, json_path, binary, seed_text, backend = "gloo", prediction_file;
   std::vector<int> tps;
-  double timeout = 0;     // 0: each scenario's own budget
-  long confine_uid = -1;  // ./grade: confined ranks (launch.h confine_launches)
+  bool hint = false;                    // --hint: print a task's hint instead of checking
+  std::vector<std::string> hint_words;  // its NAME (may be several words: --hint f forward)
+  double timeout = 0;                   // 0: each scenario's own budget
+  long confine_uid = -1;                // ./grade: confined ranks (launch.h confine_launches)
   double rank_memory_mib = 4096, rank_cpu_s = 120, rank_file_mib = 64, rank_procs = 256;
   uint64_t seed = 0;
 };
@@ -65,7 +68,8 @@ int parse(int argc, char** argv, Options& o) {
       "./check: grade a lab against the single-process reference.\n"
       "  ./check lab01              your code for lab01 (./check rebuilds it first)\n"
       "  ./check lab01 --solution   the solutions (self-test; in a learner copy only with solutions/)\n"
-      "  ./check --all [--solution] every lab"};
+      "  ./check --all [--solution] every lab\n"
+      "  ./check lab01 --hint [NAME] the lab's tasks, or the hint of one (stuck on a TODO)"};
   app.add_option("labs", o.labs, "labs to check, e.g. lab01");
   app.add_flag("--all", o.all, "every lab");
   app.add_flag("--solution", o.solution, "check the engine's own solution instead of your code");
@@ -82,6 +86,10 @@ int parse(int argc, char** argv, Options& o) {
                  "seconds one run may take (default: each scenario's budget, 10–20 s)")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--backend", o.backend, "communication backend (gloo; nccl needs a GPU build)");
+  app.add_option("--hint", o.hint_words,
+                 "list the lab's tasks, or with NAME (a unique prefix is enough) print that task's hint "
+                 "from the lab's HINTS.md, then exit")
+      ->expected(0, -1);
   app.add_flag("--list", o.list, "list the labs and their scenarios, then exit");
   app.add_flag("--predict", o.predict,
                "compare the lab's prediction (labs/<lab dir>/prediction.txt) with the calls of its step, "
@@ -106,6 +114,7 @@ int parse(int argc, char** argv, Options& o) {
     app.exit(e);
     return kUsage;
   }
+  o.hint = app.count("--hint") > 0;
   // An option given with an empty value is a mistake (a shell variable that was not set), not "default".
   for (const char* name : {"--seed", "--only", "--json", "--binary", "--tp", "--prediction"})
     if (app.count(name) > 0 && app[name]->as<std::string>().empty()) {
@@ -340,6 +349,25 @@ std::vector<bool> run_batches(const std::string& lab, const std::string& bin,
   return ok;
 }
 
+/// ./check LAB --hint [NAME]: the words given (the positional ones and those after --hint, in any
+/// order) are one known lab and the task's name; returns the exit status.
+int hint_main(const Options& o, const std::set<std::string>& known) {
+  std::vector<std::string> labs;
+  std::string query;
+  std::vector<std::string> given = o.labs;
+  given.insert(given.end(), o.hint_words.begin(), o.hint_words.end());
+  for (const std::string& w : given)
+    if (known.count(w))
+      labs.push_back(w);
+    else
+      query += (query.empty() ? "" : " ") + w;
+  if (labs.size() != 1 || o.all) {
+    std::fprintf(stderr, "./check: --hint needs exactly one lab: ./check lab01 --hint [NAME]\n");
+    return kUsage;
+  }
+  return run_hint(TPSP_SOURCE_DIR, labs[0], query);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -348,6 +376,7 @@ int main(int argc, char** argv) {
   const std::string bin_dir = fs::canonical("/proc/self/exe").parent_path().string();
   std::set<std::string> known;
   for (const Scenario& s : all_scenarios()) known.insert(s.lab);
+  if (o.hint) return hint_main(o, known);
   if (o.list) {
     print_scenario_list();
     return 0;

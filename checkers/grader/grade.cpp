@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "checkers/grader/diagnose.h"
+#include "checkers/grader/hints.h"
 #include "checkers/inputs.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
@@ -327,6 +328,10 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
       } else {
         res.verdict = Verdict::todo;
         res.problems.push_back(msg);
+        // The TODO states the task's contract; the guided text is one command away.
+        if (t.what.size() > t.lab.size() + 1)
+          res.problems.push_back("stuck? " + hint_command(t.lab, t.what.substr(t.lab.size() + 1)) +
+                                 " prints a hint for this task");
       }
       return res;
     }

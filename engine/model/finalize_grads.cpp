@@ -7,8 +7,11 @@
 namespace tpsp::model {
 
 void allreduce_sequence_parallel_grads(const std::vector<Tensor*>& grads, comm::ProcessGroup& tp) {
-  // TODO(lab03 sequence_parallel grads): every TP rank saw only its own tokens, so each holds a
-  // partial gradient; sum them over the TP group with ONE coalesced all-reduce (not an average).
+  // TODO(lab03 sequence_parallel grads): grads: the gradients of the replicated SP parameters, the same
+  // shapes in the same order on every TP rank, each rank's holding only its own tokens' share. Afterwards,
+  // in place, each is the sum of its shares over the TP ranks (a sum, not a mean), the same on every rank.
+  // Communication: one all-reduce (sum) on tp in all, of every gradient's bytes together (4·Σ numel); none
+  // when tp = 1 or grads is empty.
   // BEGIN SOLUTION
   if (tp.size() == 1 || grads.empty()) return;
   coalesced_all_reduce(grads, tp, "grads.sequence_parallel");

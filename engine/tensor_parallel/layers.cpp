@@ -23,9 +23,12 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, Proces
   TPSP_CHECK(x.size(-1) == weight_.size(1), name_, ": input last dim ", x.size(-1), " != weight in_features ",
              weight_.size(1), " (input ", shape_str(x.shape()), ", weight ", shape_str(weight_.shape()), ")");
   if (opt_.tp_comm_overlap) return forward_overlap(x, saved, tp);  // lab04
-  // TODO(lab01 ColumnParallelLinear forward): enter the TP region (f, or under SP the all-gather
-  // of the sequence shards), compute Y_r = X·A_rᵀ (+ b_r) with this rank's rows of the weight, and
-  // all-gather the last dim only when gather_output is set. Save what backward needs in `saved`.
+  // TODO(lab01 ColumnParallelLinear forward): x [s, b, in] (under SP: this rank's rows [s/tp, b, in]);
+  // weight_ A_r [out/tp, in] and bias_ b_r [out/tp] (may be undefined) are rank r's rows of A and b. Return
+  // chunk r of the last dim of the single-process X·Aᵀ + b, [s, b, out/tp] (no bias with skip_bias_add;
+  // with gather_output the whole [s, b, out] on every rank). Keep in `saved` what backward needs, the input
+  // as received; never write into x. Communication on tp: without SP none (gather_output: one all-gather
+  // along dim 2 of [s, b, out]); under SP one all-gather along dim 0 of [s, b, in].
   // BEGIN SOLUTION
   saved.input = x;
   const Tensor total = opt_.sequence_parallel
@@ -41,10 +44,12 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, Proces
 
 Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) {
   if (opt_.tp_comm_overlap) return backward_overlap(dy_in, saved, tp);  // lab04
-  // TODO(lab01 ColumnParallelLinear backward): the mirror of forward: dA_r = dY_rᵀ·X and db_r = Σ dY_r
-  // are local (accumulate into dweight_/dbias_: ops::matmul_wgrad adds into the buffer); dX_r = dY_r·A_r
-  // (ops::matmul_dgrad) is a partial sum, so it leaves through f's backward (all-reduce) or, under SP, a
-  // reduce-scatter. A frozen weight still needs dX.
+  // TODO(lab01 ColumnParallelLinear backward): dy [s, b, out/tp] (gather_output: [s, b, out]) and `saved`
+  // -> dX [s, b, in] = the single-process dX on every rank (under SP: this rank's rows [s/tp, b, in]). Add
+  // (+=) this rank's rows of dA [out/tp, in] to dweight_ and of db [out/tp] to dbias_ (db also with
+  // skip_bias_add; skip an undefined buffer, dX is still needed). Communication on tp per call: without SP
+  // one all-reduce (sum) of [s, b, in]; under SP one all-gather along dim 0 of [s, b, in] and one
+  // reduce-scatter (sum) along dim 0 of an [s, b, in] input.
   // BEGIN SOLUTION
   const Tensor dy = opt_.gather_output ? gather_from_tensor_model_parallel_region.backward(
                                              dy_in, tp, name_ + ".gather_output")
@@ -74,10 +79,12 @@ RowParallelLinear::RowParallelLinear(Tensor weight, Tensor bias, Tensor dweight,
 
 Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
   if (opt_.tp_comm_overlap) return forward_overlap(x_in, saved, tp);  // lab04
-  // TODO(lab01 RowParallelLinear forward): the input is split on its last dim (input_is_parallel), or
-  // replicated and then this rank keeps its chunk (scatter_to_tensor_model_parallel_region, whose
-  // backward all-gathers dX). Compute the partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or,
-  // under SP, a reduce-scatter; add the full bias after the reduction. Save what backward needs.
+  // TODO(lab01 RowParallelLinear forward): x [s, b, in/tp], chunk r of the last dim (input_is_parallel;
+  // otherwise the whole [s, b, in] on every rank); weight_ B_r [out, in/tp] is rank r's columns of B, bias_
+  // b [out] is whole. Return the single-process X·Bᵀ + b, [s, b, out] on every rank (under SP: this rank's
+  // rows [s/tp, b, out]; no bias with skip_bias_add). Keep in `saved` what backward needs. Communication on
+  // tp: without SP one all-reduce (sum) of [s, b, out]; under SP one reduce-scatter (sum) along dim 0 of an
+  // [s, b, out] input.
   // BEGIN SOLUTION
   const Tensor x = opt_.input_is_parallel
                        ? x_in
@@ -96,9 +103,12 @@ Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, Proces
 
 Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
   if (opt_.tp_comm_overlap) return backward_overlap(dy, saved, tp);  // lab04
-  // TODO(lab01 RowParallelLinear backward): db = Σ dY (before any communication); dY enters the
-  // TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r
-  // (ops::matmul_dgrad) and dB_r = dYᵀ·X_r (ops::matmul_wgrad, accumulated) are local.
+  // TODO(lab01 RowParallelLinear backward): dy [s, b, out] (under SP: this rank's rows [s/tp, b, out]) ->
+  // dX [s, b, in/tp], chunk r of the last dim of the single-process dX (without input_is_parallel: the
+  // whole [s, b, in] on every rank). Add (+=) dB's columns [out, in/tp] to dweight_ and db [out] to dbias_
+  // (also with skip_bias_add; under SP db from this rank's tokens only). Communication on tp per call:
+  // without SP none (without input_is_parallel: one all-gather along dim 2 of [s, b, in]); under SP one
+  // all-gather along dim 0 of [s, b, out].
   // BEGIN SOLUTION
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
   const Tensor dpartial = opt_.sequence_parallel

@@ -18,11 +18,9 @@
 namespace tpsp::tensor_parallel {
 
 Tensor ColumnParallelLinear::forward_overlap(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const {
-  // TODO(lab04 ColumnParallelLinear forward overlap): save the input as it came (the [s/tp, b, in]
-  // shard under SP: never the gathered whole, which would cost tp× the memory — and never a buffer
-  // that someone else reuses). Under SP compute X·A_rᵀ with all_gather_matmul (no all_gather
-  // call; label name + ".ag"); without SP f is the identity and there is nothing to overlap. Then the
-  // bias and gather_output as in lab01's ColumnParallelLinear (labs/lab01_tp_layers/README.md).
+  // TODO(lab04 ColumnParallelLinear forward overlap): The contract of lab01's ColumnParallelLinear forward
+  // (outputs, saved input: the shard under SP). Under SP there is no all-gather collective: the gathered
+  // GEMM runs as this lab's ring, labelled name + ".ag". Without SP the communication is lab01's.
   // BEGIN SOLUTION
   saved.input = x;
   Tensor y;
@@ -42,13 +40,11 @@ Tensor ColumnParallelLinear::forward_overlap(const Tensor& x, LinearSaved& saved
 
 Tensor ColumnParallelLinear::backward_overlap(const Tensor& dy_in, const LinearSaved& saved,
                                               ProcessGroup& tp) {
-  // TODO(lab04 ColumnParallelLinear backward overlap): Megatron's
-  // LinearWithGradAccumulationAndAsyncCommunication. Under SP: issue all_gather_async of the saved
-  // shard (label name + ".ag_wgrad"), compute dX_r = dY_r·A_r (ops::matmul_dgrad) while it flies,
-  // wait; issue the reduction of dX_r — reduce_scatter_async under SP (name + ".ag"),
-  // all_reduce_async without (name + ".f") — BEFORE the weight-gradient GEMM
-  // (ops::matmul_wgrad, accumulated) and wait for it AFTER that GEMM (and the bias gradient).
-  // Never touch dX_r between the issue and the wait. tp == 1 or a frozen weight: nothing to hide.
+  // TODO(lab04 ColumnParallelLinear backward overlap): The contract of lab01's ColumnParallelLinear
+  // backward, with its collectives issued asynchronously: under SP the all-gather of X (label name +
+  // ".ag_wgrad") in flight during the dX GEMM and the reduce-scatter of dX (name + ".ag") in flight during
+  // the weight-gradient GEMM; without SP the all-reduce of dX (name + ".f") in flight during the
+  // weight-gradient GEMM. Every call waited; dX untouched while in flight.
   // BEGIN SOLUTION
   const Tensor dy = opt_.gather_output ? gather_from_tensor_model_parallel_region.backward(
                                              dy_in, tp, name_ + ".gather_output")
@@ -82,9 +78,9 @@ Tensor ColumnParallelLinear::backward_overlap(const Tensor& dy_in, const LinearS
 }
 
 Tensor RowParallelLinear::forward_overlap(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
-  // TODO(lab04 RowParallelLinear forward overlap): as lab01's RowParallelLinear, but under SP the partial
-  // product and its reduce-scatter are one matmul_reduce_scatter ring (label name + ".rs"); without SP g's
-  // all-reduce needs the whole product and stays blocking. Bias after the reduction.
+  // TODO(lab04 RowParallelLinear forward overlap): The contract of lab01's RowParallelLinear forward. Under
+  // SP there is no reduce-scatter collective: the GEMM and its reduction run as this lab's ring, labelled
+  // name + ".rs". Without SP the all-reduce stays as in lab01.
   // BEGIN SOLUTION
   const Tensor x = opt_.input_is_parallel
                        ? x_in
@@ -102,9 +98,9 @@ Tensor RowParallelLinear::forward_overlap(const Tensor& x_in, LinearSaved& saved
 }
 
 Tensor RowParallelLinear::backward_overlap(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
-  // TODO(lab04 RowParallelLinear backward overlap): db = Σ dY first. Under SP, dX_r = all_gather(dY)·B_r
-  // is an all_gather_matmul ring (label name + ".rs", keep_gathered: the weight gradient
-  // dB_r = dYᵀ·X_r needs the whole dY); without SP there is no communication to hide.
+  // TODO(lab04 RowParallelLinear backward overlap): The contract of lab01's RowParallelLinear backward.
+  // Under SP there is no all-gather collective of dY: the dX GEMM runs as this lab's ring, labelled name +
+  // ".rs" (the weight gradient needs the gathered dY). Without SP: no communication.
   // BEGIN SOLUTION
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
   auto dgrad = [&](const Tensor& rows) { return ops::matmul_dgrad(rows, weight_); };

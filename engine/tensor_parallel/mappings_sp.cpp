@@ -9,8 +9,8 @@ namespace tpsp::tensor_parallel {
 Tensor ScatterToSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
                                                 [[maybe_unused]] ProcessGroup& tp,
                                                 [[maybe_unused]] const std::string& label) const {
-  // TODO(lab03 scatter_to_sequence_parallel_region forward): keep this rank's sequence chunk
-  // [s/tp, b, h] (a view, see _split_along_first_dim).
+  // TODO(lab03 scatter_to_sequence_parallel_region forward): x [s, b, h], the same on every TP rank ->
+  // [s/tp, b, h], rows [r·s/tp, (r+1)·s/tp). Communication: none. s not divisible by tp: ShapeError.
   // BEGIN SOLUTION
   return _split_along_first_dim(x, tp);
   // END SOLUTION
@@ -18,8 +18,9 @@ Tensor ScatterToSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x
 Tensor ScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                                  [[maybe_unused]] ProcessGroup& tp,
                                                  [[maybe_unused]] const std::string& label) const {
-  // TODO(lab03 scatter_to_sequence_parallel_region backward): the input was replicated, so every
-  // rank needs the FULL gradient [s, b, h]: all-gather the chunks along dim 0 (not a zero-padded slice).
+  // TODO(lab03 scatter_to_sequence_parallel_region backward): dy [s/tp, b, h], rank r's rows -> [s, b, h]:
+  // the whole gradient of the replicated input on every rank, rank j's rows at [j·s/tp, (j+1)·s/tp).
+  // Communication: one all-gather along dim 0 on tp of the whole [s, b, h] (4·s·b·h bytes).
   // BEGIN SOLUTION
   return _gather_along_first_dim(dy, tp, label);
   // END SOLUTION
@@ -28,8 +29,10 @@ Tensor ScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& 
 Tensor GatherFromSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
                                                  [[maybe_unused]] ProcessGroup& tp,
                                                  [[maybe_unused]] const std::string& label) const {
-  // TODO(lab03 gather_from_sequence_parallel_region forward): SP's f: all-gather the sequence
-  // shards [s/tp, b, h] along dim 0 into [s, b, h], in rank order.
+  // TODO(lab03 gather_from_sequence_parallel_region forward): x [s/tp, b, h], rank r's rows [r·s/tp,
+  // (r+1)·s/tp) of a sequence -> [s, b, h], the whole sequence in rank order, the same on every rank.
+  // Communication: one all-gather along dim 0 on the tp group passed in, of the whole [s, b, h] (4·s·b·h
+  // bytes).
   // BEGIN SOLUTION
   return _gather_along_first_dim(x, tp, label);
   // END SOLUTION
@@ -37,10 +40,11 @@ Tensor GatherFromSequenceParallelRegion::forward([[maybe_unused]] const Tensor& 
 Tensor GatherFromSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                                   [[maybe_unused]] ProcessGroup& tp,
                                                   [[maybe_unused]] const std::string& label) const {
-  // TODO(lab03 gather_from_sequence_parallel_region backward): each rank's gradient [s, b, h] is a
-  // partial sum: reduce-scatter it along dim 0 so rank r keeps the summed rows of its own tokens.
-  // When tensor_parallel_output_grad is false the gradient is already whole on every rank: just
-  // keep this rank's chunk.
+  // TODO(lab03 gather_from_sequence_parallel_region backward): dy [s, b, h], this rank's partial of the
+  // gradient of the whole sequence -> [s/tp, b, h] = rows [r·s/tp, (r+1)·s/tp) of the sum of dy over the TP
+  // ranks. Communication: one reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input. With
+  // tensor_parallel_output_grad false, dy is already the same whole gradient on every rank: rows r of dy,
+  // no communication.
   // BEGIN SOLUTION
   if (tensor_parallel_output_grad) return _reduce_scatter_along_first_dim(dy, tp, label);
   return _split_along_first_dim(dy, tp);
@@ -50,9 +54,9 @@ Tensor GatherFromSequenceParallelRegion::backward([[maybe_unused]] const Tensor&
 Tensor ReduceScatterToSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
                                                       [[maybe_unused]] ProcessGroup& tp,
                                                       [[maybe_unused]] const std::string& label) const {
-  // TODO(lab03 reduce_scatter_to_sequence_parallel_region forward): SP's g: sum the partial
-  // outputs [s, b, h] over the TP group and keep this rank's rows [s/tp, b, h] — one reduce-scatter
-  // along dim 0 (not an all-reduce followed by a slice: that moves twice the bytes).
+  // TODO(lab03 reduce_scatter_to_sequence_parallel_region forward): x [s, b, h], this rank's partial sum ->
+  // [s/tp, b, h] = rows [r·s/tp, (r+1)·s/tp) of the sum of x over the TP ranks. Communication: one
+  // reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input, nothing else.
   // BEGIN SOLUTION
   return _reduce_scatter_along_first_dim(x, tp, label);
   // END SOLUTION
@@ -60,8 +64,9 @@ Tensor ReduceScatterToSequenceParallelRegion::forward([[maybe_unused]] const Ten
 Tensor ReduceScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                                        [[maybe_unused]] ProcessGroup& tp,
                                                        [[maybe_unused]] const std::string& label) const {
-  // TODO(lab03 reduce_scatter_to_sequence_parallel_region backward): every rank needs the gradient
-  // of the whole [s, b, h] output: all-gather the shards along dim 0.
+  // TODO(lab03 reduce_scatter_to_sequence_parallel_region backward): dy [s/tp, b, h], rank r's rows -> [s,
+  // b, h], the whole gradient in rank order, the same on every rank. Communication: one all-gather along
+  // dim 0 on tp of the whole [s, b, h] (4·s·b·h bytes).
   // BEGIN SOLUTION
   return _gather_along_first_dim(dy, tp, label);
   // END SOLUTION

@@ -1,5 +1,5 @@
 // Layer 2 of mappings.h, tensor-parallel half: f, g and the last-dim scatter/gather.
-// lab01 replaces this translation unit. Each body is one helper call from mappings_helpers.cpp.
+// lab01 replaces this translation unit. Contracts: mappings.h; stuck on a TODO: ./check lab01 --hint.
 #include "engine/lab_todo.h"
 #include "engine/tensor_parallel/mappings.h"
 
@@ -7,8 +7,8 @@ namespace tpsp::tensor_parallel {
 
 Tensor CopyToModelParallelRegion::forward([[maybe_unused]] const Tensor& x, [[maybe_unused]] ProcessGroup& tp,
                                           [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 f forward): f enters the TP region: every rank already holds the whole input, so
-  // forward communicates nothing.
+  // TODO(lab01 f forward): x [s, b, h], the same on every TP rank -> [s, b, h] equal to x. Communication:
+  // none.
   // BEGIN SOLUTION
   return x;
   // END SOLUTION
@@ -16,8 +16,9 @@ Tensor CopyToModelParallelRegion::forward([[maybe_unused]] const Tensor& x, [[ma
 Tensor CopyToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                            [[maybe_unused]] ProcessGroup& tp,
                                            [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 f backward): each rank's gradient w.r.t. the replicated input is only its own
-  // partial; the true gradient is their sum over the TP group (one all-reduce, see _reduce).
+  // TODO(lab01 f backward): dy [s, b, h]: this rank's share of the gradient of f's replicated input -> [s,
+  // b, h] = the sum of dy over the TP ranks, the same on every rank. Communication: one all-reduce (sum) on
+  // tp of the [s, b, h] tensor (4·s·b·h bytes), nothing else.
   // BEGIN SOLUTION
   return _reduce(dy, tp, label);
   // END SOLUTION
@@ -26,8 +27,9 @@ Tensor CopyToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
 Tensor ReduceFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
                                               [[maybe_unused]] ProcessGroup& tp,
                                               [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 g forward): g leaves the TP region: each rank holds a partial sum (X_i·B_iᵀ); the
-  // output is their sum over the TP group (one all-reduce, see _reduce).
+  // TODO(lab01 g forward): x [s, b, h]: this rank's partial sum -> [s, b, h] = the sum of x over the TP
+  // ranks, the same on every rank. Communication: one all-reduce (sum) on tp of the [s, b, h] tensor
+  // (4·s·b·h bytes), nothing else.
   // BEGIN SOLUTION
   return _reduce(x, tp, label);
   // END SOLUTION
@@ -35,8 +37,8 @@ Tensor ReduceFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
 Tensor ReduceFromModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                                [[maybe_unused]] ProcessGroup& tp,
                                                [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 g backward): the output was replicated, so every rank already holds the whole
-  // gradient: backward communicates nothing.
+  // TODO(lab01 g backward): dy [s, b, h], the same on every TP rank -> [s, b, h] equal to dy.
+  // Communication: none.
   // BEGIN SOLUTION
   return dy;
   // END SOLUTION
@@ -45,7 +47,8 @@ Tensor ReduceFromModelParallelRegion::backward([[maybe_unused]] const Tensor& dy
 Tensor ScatterToModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
                                              [[maybe_unused]] ProcessGroup& tp,
                                              [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 scatter forward): keep this rank's chunk of the last dim (see _split_along_last_dim).
+  // TODO(lab01 scatter forward): x [..., h], the same on every TP rank -> [..., h/tp]: rank r holds columns
+  // [r·h/tp, (r+1)·h/tp) of the last dim. Communication: none.
   // BEGIN SOLUTION
   return _split_along_last_dim(x, tp);
   // END SOLUTION
@@ -53,7 +56,9 @@ Tensor ScatterToModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
 Tensor ScatterToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                               [[maybe_unused]] ProcessGroup& tp,
                                               [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 scatter backward): all-gather the chunks along the last dim, in rank order.
+  // TODO(lab01 scatter backward): dy [..., h/tp], rank r's columns of the last dim -> [..., h], the same on
+  // every rank, rank j's piece at columns [j·h/tp, (j+1)·h/tp). Communication: one all-gather on tp along
+  // the last dim (the whole [..., h]: 4 bytes per element).
   // BEGIN SOLUTION
   return _gather_along_last_dim(dy, tp, label);
   // END SOLUTION
@@ -62,7 +67,9 @@ Tensor ScatterToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
 Tensor GatherFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
                                               [[maybe_unused]] ProcessGroup& tp,
                                               [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 gather forward): all-gather the chunks along the last dim, in rank order.
+  // TODO(lab01 gather forward): x [..., h/tp], rank r's columns of the last dim -> [..., h], the same on
+  // every rank, rank j's piece at columns [j·h/tp, (j+1)·h/tp). Communication: one all-gather on tp along
+  // the last dim (the whole [..., h]: 4 bytes per element).
   // BEGIN SOLUTION
   return _gather_along_last_dim(x, tp, label);
   // END SOLUTION
@@ -70,7 +77,8 @@ Tensor GatherFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
 Tensor GatherFromModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                                [[maybe_unused]] ProcessGroup& tp,
                                                [[maybe_unused]] const std::string& label) const {
-  // TODO(lab01 gather backward): keep this rank's chunk of the last dim; no communication.
+  // TODO(lab01 gather backward): dy [..., h], the same on every TP rank -> [..., h/tp]: rank r holds
+  // columns [r·h/tp, (r+1)·h/tp) of the last dim. Communication: none.
   // BEGIN SOLUTION
   return _split_along_last_dim(dy, tp);
   // END SOLUTION

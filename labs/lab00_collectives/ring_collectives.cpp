@@ -39,30 +39,29 @@ namespace {
 
 Tensor ring_reduce_scatter([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] const Tensor& in,
                            [[maybe_unused]] const std::string& label) {
-  // TODO(lab00 ring_reduce_scatter): [n*k, ...] -> [k, ...], rank r returns the sum over all ranks
-  // of chunk r. n-1 steps; at each step post an async send of one chunk to rank r+1, receive one
-  // chunk from rank r-1, wait for the send, add your own chunk to the one received. Each rank sends
-  // (n-1)/n of the input. ShapeError (ring_chunk_rows) before any communication.
-  TPSP_LAB_TODO("lab00 ring_reduce_scatter: [n*k, ...] -> [k, ...], rank r returns the sum over all ranks of chunk r. n-1 steps; at each step post an async send of one chunk to rank r+1, receive one chunk from rank r-1, wait for the send, add your own chunk to the one received. Each rank sends (n-1)/n of the input. ShapeError (ring_chunk_rows) before any communication");
+  // TODO(lab00 ring_reduce_scatter): in [n·k, ...] on each of the n ranks -> [k, ...]: rank r returns the
+  // sum over all ranks of their chunk r (rows [r·k, (r+1)·k)). Communication: send/recv only, to rank (r+1)
+  // mod n and from (r-1) mod n, in n-1 steps (step i labelled label + ".step<i>"), (n-1)/n of in's bytes
+  // sent per rank. n = 1: a copy, nothing sent. Bad shape: ShapeError before anything is sent.
+  TPSP_LAB_TODO("lab00 ring_reduce_scatter: in [n·k, ...] on each of the n ranks -> [k, ...]: rank r returns the sum over all ranks of their chunk r (rows [r·k, (r+1)·k)). Communication: send/recv only, to rank (r+1) mod n and from (r-1) mod n, in n-1 steps (step i labelled label + \".step<i>\"), (n-1)/n of in's bytes sent per rank. n = 1: a copy, nothing sent. Bad shape: ShapeError before anything is sent");
 }
 
 Tensor ring_all_gather([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] const Tensor& in,
                        [[maybe_unused]] const std::string& label) {
-  // TODO(lab00 ring_all_gather): [k, ...] -> [n*k, ...], chunk j = rank j's input. Copy your own
-  // input into chunk r, then n-1 steps: post an async send of the chunk you got last (your own at
-  // step 0) to rank r+1, receive the next one from rank r-1 straight into the output, wait for the
-  // send. Each rank sends (n-1)/n of the output. ShapeError (check_ring_tensor) before any
-  // communication.
-  TPSP_LAB_TODO("lab00 ring_all_gather: [k, ...] -> [n*k, ...], chunk j = rank j's input. Copy your own input into chunk r, then n-1 steps: post an async send of the chunk you got last (your own at step 0) to rank r+1, receive the next one from rank r-1 straight into the output, wait for the send. Each rank sends (n-1)/n of the output. ShapeError (check_ring_tensor) before any communication");
+  // TODO(lab00 ring_all_gather): in [k, ...] on each of the n ranks -> [n·k, ...], the same on every rank:
+  // rows [j·k, (j+1)·k) hold rank j's in. Communication: send/recv only, to rank (r+1) mod n and from (r-1)
+  // mod n, in n-1 steps (step i labelled label + ".step<i>"), (n-1)/n of the output's bytes sent per rank.
+  // Bad shape: ShapeError before anything is sent.
+  TPSP_LAB_TODO("lab00 ring_all_gather: in [k, ...] on each of the n ranks -> [n·k, ...], the same on every rank: rows [j·k, (j+1)·k) hold rank j's in. Communication: send/recv only, to rank (r+1) mod n and from (r-1) mod n, in n-1 steps (step i labelled label + \".step<i>\"), (n-1)/n of the output's bytes sent per rank. Bad shape: ShapeError before anything is sent");
 }
 
 void ring_all_reduce([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] Tensor& t,
                      [[maybe_unused]] const std::string& label) {
-  // TODO(lab00 ring_all_reduce): in place, t = the sum over all ranks of t, as ring_reduce_scatter
-  // (label + ".reduce_scatter") followed by ring_all_gather (label + ".all_gather"): 2(n-1) steps,
-  // 2(n-1)/n of t sent per rank. n == 1: no communication. ShapeError (ring_chunk_rows) before any
-  // communication.
-  TPSP_LAB_TODO("lab00 ring_all_reduce: in place, t = the sum over all ranks of t, as ring_reduce_scatter (label + \".reduce_scatter\") followed by ring_all_gather (label + \".all_gather\"): 2(n-1) steps, 2(n-1)/n of t sent per rank. n == 1: no communication. ShapeError (ring_chunk_rows) before any communication");
+  // TODO(lab00 ring_all_reduce): t [n·k, ...], in place: afterwards t is the sum over all ranks of t, the
+  // same on every rank. Communication: a ring reduce-scatter labelled label + ".reduce_scatter", then a
+  // ring all-gather labelled label + ".all_gather": 2(n-1) steps, 2(n-1)/n of t's bytes sent per rank;
+  // n = 1: nothing sent. Bad shape: ShapeError before anything is sent.
+  TPSP_LAB_TODO("lab00 ring_all_reduce: t [n·k, ...], in place: afterwards t is the sum over all ranks of t, the same on every rank. Communication: a ring reduce-scatter labelled label + \".reduce_scatter\", then a ring all-gather labelled label + \".all_gather\": 2(n-1) steps, 2(n-1)/n of t's bytes sent per rank; n = 1: nothing sent. Bad shape: ShapeError before anything is sent");
 }
 
 }  // namespace tpsp::comm

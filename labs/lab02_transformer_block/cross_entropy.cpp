@@ -16,20 +16,21 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
                                                         float label_smoothing, comm::ProcessGroup& tp,
                                                         VocabParallelCESaved& saved,
                                                         const std::string& label) {
-  // TODO(lab02 vocab_parallel_cross_entropy forward): never gather the [n, V] logits. All-reduce
-  // (max) the row maxima, all-reduce (sum) the target logit (only the owning rank contributes) and
-  // Σ exp over the global vocabulary; padded columns (global id >= V) do not count. Label smoothing
-  // uses the GLOBAL vocabulary. ignore_index rows: loss 0, excluded from the mean. Fill `saved`.
-  // Refuse (ShapeError, before any collective) a target outside [0, V) other than -100, and logits
-  // whose last dim is not this rank's share ceil(V/tp) of the padded vocabulary.
-  TPSP_LAB_TODO("lab02 vocab_parallel_cross_entropy forward: never gather the [n, V] logits. All-reduce (max) the row maxima, all-reduce (sum) the target logit (only the owning rank contributes) and Σ exp over the global vocabulary; padded columns (global id >= V) do not count. Label smoothing uses the GLOBAL vocabulary. ignore_index rows: loss 0, excluded from the mean. Fill `saved`. Refuse (ShapeError, before any collective) a target outside [0, V) other than -100, and logits whose last dim is not this rank's share ceil(V/tp) of the padded vocabulary");
+  // TODO(lab02 vocab_parallel_cross_entropy forward): logits [n, V_pad/tp] (this rank's columns, from
+  // rank·V_pad/tp; global ids >= V are padding), n targets in [0, V) or -100 (ignored) -> the mean loss
+  // over the counted rows = the single-process cross entropy over the V real columns (label smoothing over
+  // the global V), the same on every rank; fill `saved`. Communication on tp: three all-reduces of n floats
+  // (max, sum, sum; the last [n, 2] with label smoothing), never the logits. ShapeError before any
+  // collective for another target outside [0, V) or logits whose last dim is not ceil(V/tp).
+  TPSP_LAB_TODO("lab02 vocab_parallel_cross_entropy forward: logits [n, V_pad/tp] (this rank's columns, from rank·V_pad/tp; global ids >= V are padding), n targets in [0, V) or -100 (ignored) -> the mean loss over the counted rows = the single-process cross entropy over the V real columns (label smoothing over the global V), the same on every rank; fill `saved`. Communication on tp: three all-reduces of n floats (max, sum, sum; the last [n, 2] with label smoothing), never the logits. ShapeError before any collective for another target outside [0, V) or logits whose last dim is not ceil(V/tp)");
 }
 
 Tensor vocab_parallel_cross_entropy_backward(const VocabParallelCESaved& saved, float dloss,
                                              comm::ProcessGroup& tp) {
-  // TODO(lab02 vocab_parallel_cross_entropy backward): local only: (softmax − ((1−α)·onehot + α/V))
-  // · dloss / n_valid on this rank's real columns; ignored rows and padded columns get 0.
-  TPSP_LAB_TODO("lab02 vocab_parallel_cross_entropy backward: local only: (softmax − ((1−α)·onehot + α/V)) · dloss / n_valid on this rank's real columns; ignored rows and padded columns get 0");
+  // TODO(lab02 vocab_parallel_cross_entropy backward): -> dlogits [n, V_pad/tp]: this rank's columns of the
+  // single-process gradient of dloss · the mean loss; 0 on ignored rows and padded columns, all zeros (not
+  // NaN) when no row counts. Communication: none.
+  TPSP_LAB_TODO("lab02 vocab_parallel_cross_entropy backward: -> dlogits [n, V_pad/tp]: this rank's columns of the single-process gradient of dloss · the mean loss; 0 on ignored rows and padded columns, all zeros (not NaN) when no row counts. Communication: none");
 }
 
 }  // namespace tpsp::tensor_parallel

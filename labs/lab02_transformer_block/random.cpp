@@ -42,10 +42,10 @@ void RngStatesTracker::set_states(std::map<std::string, RngState> states) {
 }
 
 void RngStatesTracker::add([[maybe_unused]] const std::string& name, [[maybe_unused]] uint64_t seed) {
-  // TODO(lab02 rng add): refuse a seed that an added state already uses and a name that is already
-  // added (ShapeError naming the seed / the name; leave the tracker unchanged), then record the seed
-  // and store the fresh state {seed, offset 0} under `name`. The current generator does not change.
-  TPSP_LAB_TODO("lab02 rng add: refuse a seed that an added state already uses and a name that is already added (ShapeError naming the seed / the name; leave the tracker unchanged), then record the seed and store the fresh state {seed, offset 0} under `name`. The current generator does not change");
+  // TODO(lab02 rng add): Afterwards the tracker holds the state {seed, offset 0} under `name`, and the
+  // current generator is unchanged. A seed that an added state already uses, or a name already added:
+  // ShapeError naming it, tracker unchanged. No communication (nothing in this file communicates).
+  TPSP_LAB_TODO("lab02 rng add: Afterwards the tracker holds the state {seed, offset 0} under `name`, and the current generator is unchanged. A seed that an added state already uses, or a name already added: ShapeError naming it, tracker unchanged. No communication (nothing in this file communicates)");
 }
 
 RngStatesTracker::ForkGuard RngStatesTracker::fork(const std::string& name) {
@@ -54,17 +54,16 @@ RngStatesTracker::ForkGuard RngStatesTracker::fork(const std::string& name) {
 
 RngStatesTracker::ForkGuard::ForkGuard(RngStatesTracker& tracker, std::string name)
     : tracker_(tracker), name_(std::move(name)) {
-  // TODO(lab02 rng fork): refuse a name that was never added (ShapeError naming it). Remember the
-  // current generator and its name (prev_state_, prev_name_); if a named state is current (a nested
-  // fork), save its progress under its name first. Then make states_[name_] current.
-  TPSP_LAB_TODO("lab02 rng fork: refuse a name that was never added (ShapeError naming it). Remember the current generator and its name (prev_state_, prev_name_); if a named state is current (a nested fork), save its progress under its name first. Then make states_[name_] current");
+  // TODO(lab02 rng fork): While the guard lives, draws come from the named state, continuing where the last
+  // fork of that name stopped (forks may nest). A name never added: ShapeError naming it.
+  TPSP_LAB_TODO("lab02 rng fork: While the guard lives, draws come from the named state, continuing where the last fork of that name stopped (forks may nest). A name never added: ShapeError naming it");
 }
 
 RngStatesTracker::ForkGuard::~ForkGuard() {
-  // TODO(lab02 rng unfork): save the current (advanced) generator under name_, so the next fork
-  // resumes where this one stopped; then restore what was current before the fork: the default
-  // generator saved in prev_state_, or for a nested fork the named state prev_name_ as now stored.
-  TPSP_LAB_TODO("lab02 rng unfork: save the current (advanced) generator under name_, so the next fork resumes where this one stopped; then restore what was current before the fork: the default generator saved in prev_state_, or for a nested fork the named state prev_name_ as now stored");
+  // TODO(lab02 rng unfork): When the guard ends, the named state keeps the progress made while forked (the
+  // next fork of it resumes there), and the generator current before the fork (the default one, or the
+  // outer named state with its progress) is current again.
+  TPSP_LAB_TODO("lab02 rng unfork: When the guard ends, the named state keeps the progress made while forked (the next fork of it resumes there), and the generator current before the fork (the default one, or the outer named state with its progress) is current again");
 }
 
 std::vector<float> RngStatesTracker::uniform(int64_t n) {
@@ -95,10 +94,11 @@ void model_parallel_manual_seed([[maybe_unused]] RngStatesTracker& tracker, uint
                          static_cast<uint64_t>(tp_rank),
              "model_parallel_manual_seed: seed ", seed, " + ", kModelParallelSeedOffset, " + tp_rank ",
              tp_rank, " overflows 64 bits");
-  // TODO(lab02 rng seed): Megatron model_parallel_cuda_manual_seed: reset the tracker, seed the
-  // default generator with `seed` (the same on every TP rank), add kDataParallelRngName = seed and
-  // kModelParallelRngName = seed + kModelParallelSeedOffset + tp_rank (different on every TP rank).
-  TPSP_LAB_TODO("lab02 rng seed: Megatron model_parallel_cuda_manual_seed: reset the tracker, seed the default generator with `seed` (the same on every TP rank), add kDataParallelRngName = seed and kModelParallelRngName = seed + kModelParallelSeedOffset + tp_rank (different on every TP rank)");
+  // TODO(lab02 rng seed): Megatron model_parallel_cuda_manual_seed. Afterwards the tracker holds exactly
+  // kDataParallelRngName = seed (the same on every TP rank) and kModelParallelRngName = seed +
+  // kModelParallelSeedOffset + tp_rank (different on every TP rank), and the default generator is seeded
+  // with seed.
+  TPSP_LAB_TODO("lab02 rng seed: Megatron model_parallel_cuda_manual_seed. Afterwards the tracker holds exactly kDataParallelRngName = seed (the same on every TP rank) and kModelParallelRngName = seed + kModelParallelSeedOffset + tp_rank (different on every TP rank), and the default generator is seeded with seed");
 }
 
 Tensor dropout_mask_from_tracker(RngStatesTracker& tracker, const Shape& shape, float p) {

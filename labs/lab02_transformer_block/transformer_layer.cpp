@@ -81,18 +81,20 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
              ", b=", ctx.batch, ", h=", cfg_.hidden,
              ctx.sequence_parallel ? " under SP: expected [s/tp, b, h] = " : ": expected ",
              shape_str({rows, ctx.batch, cfg_.hidden}));
-  // TODO(lab02 TransformerLayer forward): pre-LN attention block then MLP block. QKV is column-
-  // parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's
-  // first head; the context's key padding mask and packed-sequence boundaries cu_seqlens go to the
-  // attention options), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and
-  // hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`.
-  TPSP_LAB_TODO("lab02 TransformerLayer forward: pre-LN attention block then MLP block. QKV is column- parallel (whole heads per rank: heads/tp local heads, attention dropout key offset by this rank's first head; the context's key padding mask and packed-sequence boundaries cu_seqlens go to the attention options), the projection and fc2 are row-parallel, GELU runs on the local fc1 columns, and hidden dropout + residual run on the rank's rows (hidden_key). Fill `saved`");
+  // TODO(lab02 TransformerLayer forward): x [s, b, h] (under SP: this rank's rows [s/tp, b, h]) -> y of the
+  // same shape = the single-process pre-LN layer (reference/transformer_layer.h) on those rows, with the
+  // reference's dropout masks bit for bit, and attention only within each packed sequence (ctx.cu_seqlens);
+  // fill `saved`. Communication only through the linear layers, on
+  // tp: 2 all-reduces of [s, b, h] (under SP: 2 all-gathers and 2 reduce-scatters along dim 0).
+  TPSP_LAB_TODO("lab02 TransformerLayer forward: x [s, b, h] (under SP: this rank's rows [s/tp, b, h]) -> y of the same shape = the single-process pre-LN layer (reference/transformer_layer.h) on those rows, with the reference's dropout masks bit for bit, and attention only within each packed sequence (ctx.cu_seqlens); fill `saved`. Communication only through the linear layers, on tp: 2 all-reduces of [s, b, h] (under SP: 2 all-gathers and 2 reduce-scatters along dim 0)");
 }
 
 Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) {
-  // TODO(lab02 TransformerLayer backward): the mirror of forward, bottom to top: residual and
-  // dropout, fc2 → GELU → fc1, LayerNorm (accumulate dγ/dβ), then the same for the attention block.
-  TPSP_LAB_TODO("lab02 TransformerLayer backward: the mirror of forward, bottom to top: residual and dropout, fc2 → GELU → fc1, LayerNorm (accumulate dγ/dβ), then the same for the attention block");
+  // TODO(lab02 TransformerLayer backward): dy shaped as y -> dx shaped as x = the single-process dX on
+  // those rows; every parameter gradient added (+=) to its buffer (this rank's shard of a split weight).
+  // Communication only through the linear layers, on tp per pass: 2 all-reduces of [s, b, h] (under SP: 4
+  // all-gathers and 2 reduce-scatters along dim 0).
+  TPSP_LAB_TODO("lab02 TransformerLayer backward: dy shaped as y -> dx shaped as x = the single-process dX on those rows; every parameter gradient added (+=) to its buffer (this rank's shard of a split weight). Communication only through the linear layers, on tp per pass: 2 all-reduces of [s, b, h] (under SP: 4 all-gathers and 2 reduce-scatters along dim 0)");
 }
 
 }  // namespace tpsp::model

@@ -15,17 +15,18 @@ VocabParallelEmbedding::VocabParallelEmbedding(Tensor weight, Tensor dweight, bo
       name_(std::move(name)) {}
 
 Tensor VocabParallelEmbedding::forward(const TokenBatch& ids, ProcessGroup& tp) const {
-  // TODO(lab02 VocabParallelEmbedding forward): look up the ids of this rank's vocabulary slice (other
-  // ids give zero rows: ops::embedding_forward with vocab_start) and sum the partial lookups over TP
-  // with g, or reduce-scatter them to [s/tp, b, h] under SP.
-  TPSP_LAB_TODO("lab02 VocabParallelEmbedding forward: look up the ids of this rank's vocabulary slice (other ids give zero rows: ops::embedding_forward with vocab_start) and sum the partial lookups over TP with g, or reduce-scatter them to [s/tp, b, h] under SP");
+  // TODO(lab02 VocabParallelEmbedding forward): ids [b, s] (global ids in [0, V)); weight_ [V_pad/tp, h] is
+  // rank r's rows of the table, from vocab_start(tp). Return the single-process lookup [s, b, h], the same
+  // on every rank (under SP: this rank's rows [s/tp, b, h]). Communication on tp: one all-reduce (sum) of
+  // [s, b, h]; under SP one reduce-scatter (sum) along dim 0 of an [s, b, h] input. Never gather the table.
+  TPSP_LAB_TODO("lab02 VocabParallelEmbedding forward: ids [b, s] (global ids in [0, V)); weight_ [V_pad/tp, h] is rank r's rows of the table, from vocab_start(tp). Return the single-process lookup [s, b, h], the same on every rank (under SP: this rank's rows [s/tp, b, h]). Communication on tp: one all-reduce (sum) of [s, b, h]; under SP one reduce-scatter (sum) along dim 0 of an [s, b, h] input. Never gather the table");
 }
 
 void VocabParallelEmbedding::backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) {
-  // TODO(lab02 VocabParallelEmbedding backward): bring the gradient back to [s, b, h] on every rank
-  // (g's backward is the identity; under SP all-gather the shards), then scatter-add it into the rows
-  // of this rank's slice (ops::embedding_backward).
-  TPSP_LAB_TODO("lab02 VocabParallelEmbedding backward: bring the gradient back to [s, b, h] on every rank (g's backward is the identity; under SP all-gather the shards), then scatter-add it into the rows of this rank's slice (ops::embedding_backward)");
+  // TODO(lab02 VocabParallelEmbedding backward): dout [s, b, h] (under SP: this rank's rows [s/tp, b, h]),
+  // ids [b, s]: add (+=) to dweight_ [V_pad/tp, h] this rank's rows of the single-process table gradient.
+  // Communication on tp: none without SP; under SP one all-gather along dim 0 of [s, b, h].
+  TPSP_LAB_TODO("lab02 VocabParallelEmbedding backward: dout [s, b, h] (under SP: this rank's rows [s/tp, b, h]), ids [b, s]: add (+=) to dweight_ [V_pad/tp, h] this rank's rows of the single-process table gradient. Communication on tp: none without SP; under SP one all-gather along dim 0 of [s, b, h]");
 }
 
 }  // namespace tpsp::tensor_parallel

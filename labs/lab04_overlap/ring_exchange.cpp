@@ -13,12 +13,11 @@ namespace tpsp::tensor_parallel {
 AllGatherMatmulOut all_gather_matmul(const Tensor& shard, const ChunkGemm& gemm, ProcessGroup& tp,
                                      const std::string& label, bool keep_gathered) {
   if (tp.size() == 1) return {gemm(shard), keep_gathered ? shard : Tensor{}};
-  // TODO(lab04 all_gather_matmul): tp steps. At step k you hold the shard of rank (r−k) mod tp
-  // (your own at k = 0): start sending it to rank r+1 and receiving the next one from rank r−1
-  // into a FRESH buffer (send_async / recv_async, label + ".ring"), multiply the chunk you hold
-  // while they fly, then wait both. The last step only multiplies. Put each product at its
-  // owner's rows (rank order); keep the chunks for `gathered` when keep_gathered.
-  TPSP_LAB_TODO("lab04 all_gather_matmul: tp steps. At step k you hold the shard of rank (r−k) mod tp (your own at k = 0): start sending it to rank r+1 and receiving the next one from rank r−1 into a FRESH buffer (send_async / recv_async, label + \".ring\"), multiply the chunk you hold while they fly, then wait both. The last step only multiplies. Put each product at its owner's rows (rank order); keep the chunks for `gathered` when keep_gathered");
+  // TODO(lab04 all_gather_matmul): shard [m, ...] on each rank, gemm row-wise -> out = gemm(the tp shards
+  // stacked in rank order), [tp·m, ...] (and with keep_gathered the stacked input), equal to the
+  // non-overlapped result. Communication: send/recv only, to rank r+1 and from rank r-1, tp-1 shards each
+  // way, labelled label + ".ring"; each shard's GEMM runs while the next transfer is in flight.
+  TPSP_LAB_TODO("lab04 all_gather_matmul: shard [m, ...] on each rank, gemm row-wise -> out = gemm(the tp shards stacked in rank order), [tp·m, ...] (and with keep_gathered the stacked input), equal to the non-overlapped result. Communication: send/recv only, to rank r+1 and from rank r-1, tp-1 shards each way, labelled label + \".ring\"; each shard's GEMM runs while the next transfer is in flight");
 }
 
 Tensor matmul_reduce_scatter(const Tensor& x, const ChunkGemm& gemm, ProcessGroup& tp,
@@ -26,11 +25,11 @@ Tensor matmul_reduce_scatter(const Tensor& x, const ChunkGemm& gemm, ProcessGrou
   if (tp.size() == 1) return gemm(x);
   TPSP_CHECK(x.size(0) % tp.size() == 0, label, ": s=", x.size(0), " is not divisible by tp=", tp.size(),
              " (matmul_reduce_scatter splits the sequence into tp chunks)");
-  // TODO(lab04 matmul_reduce_scatter): tp steps. Step 0: your partial for chunk (r−1) mod tp. At
-  // step k ≥ 1 send the running sum to rank r+1 and receive one from rank r−1 into a FRESH buffer
-  // (label + ".ring"), compute your partial for chunk (r−1−k) mod tp while they fly, wait both,
-  // and add the received sum to it. After tp−1 hops you hold the whole sum of your own chunk r.
-  TPSP_LAB_TODO("lab04 matmul_reduce_scatter: tp steps. Step 0: your partial for chunk (r−1) mod tp. At step k ≥ 1 send the running sum to rank r+1 and receive one from rank r−1 into a FRESH buffer (label + \".ring\"), compute your partial for chunk (r−1−k) mod tp while they fly, wait both, and add the received sum to it. After tp−1 hops you hold the whole sum of your own chunk r");
+  // TODO(lab04 matmul_reduce_scatter): x [s, ...], this rank's addend, gemm row-wise -> [s/tp, ...] = rows
+  // [r·s/tp, (r+1)·s/tp) of the sum over the TP ranks of gemm(x). Communication: send/recv only, to rank
+  // r+1 and from rank r-1, tp-1 hops of one [s/tp, ...] partial sum, labelled label + ".ring"; each chunk's
+  // GEMM runs while a transfer is in flight.
+  TPSP_LAB_TODO("lab04 matmul_reduce_scatter: x [s, ...], this rank's addend, gemm row-wise -> [s/tp, ...] = rows [r·s/tp, (r+1)·s/tp) of the sum over the TP ranks of gemm(x). Communication: send/recv only, to rank r+1 and from rank r-1, tp-1 hops of one [s/tp, ...] partial sum, labelled label + \".ring\"; each chunk's GEMM runs while a transfer is in flight");
 }
 
 }  // namespace tpsp::tensor_parallel
