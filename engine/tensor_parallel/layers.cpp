@@ -1,4 +1,6 @@
-// ColumnParallelLinear and RowParallelLinear (see layers.h).
+// ColumnParallelLinear and RowParallelLinear (see layers.h): the constructors, the dispatch, and the
+// tensor-parallel path (Shoeybi et al. 2019 §3, Fig. 3a). Under sequence parallelism forward and
+// backward hand over to layers_sp.cpp (lab03), with tp_comm_overlap to layers_overlap.cpp (lab04).
 // lab01 replaces this translation unit.
 #include "engine/tensor_parallel/layers.h"
 
@@ -23,14 +25,15 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, Proces
   TPSP_CHECK(x.size(-1) == weight_.size(1), name_, ": input last dim ", x.size(-1), " != weight in_features ",
              weight_.size(1), " (input ", shape_str(x.shape()), ", weight ", shape_str(weight_.shape()), ")");
   if (opt_.tp_comm_overlap) return forward_overlap(x, saved, tp);  // lab04
-  // TODO(lab01 ColumnParallelLinear forward): enter the TP region (f, or under SP the all-gather
-  // of the sequence shards), compute Y_r = X·A_rᵀ (+ b_r) with this rank's rows of the weight, and
-  // all-gather the last dim only when gather_output is set. Save what backward needs in `saved`.
+  if (opt_.sequence_parallel) return forward_sp(x, saved, tp);     // lab03
+  // TODO(lab01 ColumnParallelLinear forward): x [s, b, in], whole on every rank → Y_r = X·A_rᵀ + b_r,
+  // [s, b, out/tp] (this rank's columns of Y; no bias when it is undefined or skip_bias_add), or the
+  // whole [s, b, out] on every rank with gather_output. Communication on tp: none, or with
+  // gather_output exactly one all-gather along the last dim (s·b·out·4 bytes). x is const and never
+  // written; afterwards saved.input is x itself, and later calls never change the returned Y.
   // BEGIN SOLUTION
   saved.input = x;
-  const Tensor total = opt_.sequence_parallel
-                           ? gather_from_sequence_parallel_region.forward(x, tp, name_ + ".ag")
-                           : copy_to_tensor_model_parallel_region.forward(x, tp, name_ + ".f");
+  const Tensor total = copy_to_tensor_model_parallel_region.forward(x, tp, name_ + ".f");
   Tensor y = ops::matmul_forward(total, weight_);
   if (bias_.defined() && !opt_.skip_bias_add) ops::bias_add_forward(y, bias_);
   if (opt_.gather_output)
@@ -41,22 +44,20 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, LinearSaved& saved, Proces
 
 Tensor ColumnParallelLinear::backward(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) {
   if (opt_.tp_comm_overlap) return backward_overlap(dy_in, saved, tp);  // lab04
-  // TODO(lab01 ColumnParallelLinear backward): the mirror of forward: dA_r = dY_rᵀ·X and db_r = Σ dY_r
-  // are local (accumulate into dweight_/dbias_: ops::matmul_wgrad adds into the buffer); dX_r = dY_r·A_r
-  // (ops::matmul_dgrad) is a partial sum, so it leaves through f's backward (all-reduce) or, under SP, a
-  // reduce-scatter. A frozen weight still needs dX.
+  if (opt_.sequence_parallel) return backward_sp(dy_in, saved, tp);     // lab03
+  // TODO(lab01 ColumnParallelLinear backward): dy shaped like forward's output ([s, b, out/tp], or
+  // [s, b, out] with gather_output) → dX [s, b, in], the same whole sum dY·A on every rank. After the
+  // call dweight_ += dY_rᵀ·X and dbias_ += Σ dY_r over s and b (both ADDED to what the buffers held;
+  // dbias_ also under skip_bias_add; an undefined buffer is skipped, and a frozen weight still
+  // returns dX). Communication on tp: exactly one all-reduce (sum) of s·b·in·4 bytes; none at tp = 1.
   // BEGIN SOLUTION
   const Tensor dy = opt_.gather_output ? gather_from_tensor_model_parallel_region.backward(
                                              dy_in, tp, name_ + ".gather_output")
                                        : dy_in;
-  // Under SP the full input is gathered again for the weight gradient (not kept from forward).
-  const Tensor total =
-      opt_.sequence_parallel ? _gather_along_first_dim(saved.input, tp, name_ + ".ag_wgrad") : saved.input;
-  if (dweight_.defined()) ops::matmul_wgrad(dy, total, dweight_);
+  if (dweight_.defined()) ops::matmul_wgrad(dy, saved.input, dweight_);
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
   const Tensor dx = ops::matmul_dgrad(dy, weight_);
-  return opt_.sequence_parallel ? gather_from_sequence_parallel_region.backward(dx, tp, name_ + ".ag")
-                                : copy_to_tensor_model_parallel_region.backward(dx, tp, name_ + ".f");
+  return copy_to_tensor_model_parallel_region.backward(dx, tp, name_ + ".f");
   // END SOLUTION
 }
 
@@ -74,10 +75,13 @@ RowParallelLinear::RowParallelLinear(Tensor weight, Tensor bias, Tensor dweight,
 
 Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
   if (opt_.tp_comm_overlap) return forward_overlap(x_in, saved, tp);  // lab04
-  // TODO(lab01 RowParallelLinear forward): the input is split on its last dim (input_is_parallel), or
-  // replicated and then this rank keeps its chunk (scatter_to_tensor_model_parallel_region, whose
-  // backward all-gathers dX). Compute the partial X_r·B_rᵀ and sum it over TP with g (all-reduce) or,
-  // under SP, a reduce-scatter; add the full bias after the reduction. Save what backward needs.
+  if (opt_.sequence_parallel) return forward_sp(x_in, saved, tp);     // lab03
+  // TODO(lab01 RowParallelLinear forward): x [s, b, in/tp] (this rank's chunk of the last dim;
+  // input_is_parallel) or the whole [s, b, in] (then only its chunk r is used) → Y = X·Bᵀ + b, the
+  // whole [s, b, out] on every rank, the full bias added exactly once (none when undefined or
+  // skip_bias_add). Communication on tp: exactly one all-reduce (sum) of s·b·out·4 bytes; none at
+  // tp = 1. A last dim that does not match the weight is a ShapeError naming both shapes; afterwards
+  // saved.input is the [s, b, in/tp] chunk the product used.
   // BEGIN SOLUTION
   const Tensor x = opt_.input_is_parallel
                        ? x_in
@@ -86,9 +90,7 @@ Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, Proces
              weight_.size(1), " (input ", shape_str(x.shape()), ", weight ", shape_str(weight_.shape()), ")");
   saved.input = x;
   const Tensor partial = ops::matmul_forward(x, weight_);
-  Tensor y = opt_.sequence_parallel
-                 ? reduce_scatter_to_sequence_parallel_region.forward(partial, tp, name_ + ".rs")
-                 : reduce_from_tensor_model_parallel_region.forward(partial, tp, name_ + ".g");
+  Tensor y = reduce_from_tensor_model_parallel_region.forward(partial, tp, name_ + ".g");
   if (bias_.defined() && !opt_.skip_bias_add) ops::bias_add_forward(y, bias_);
   return y;
   // END SOLUTION
@@ -96,14 +98,15 @@ Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, Proces
 
 Tensor RowParallelLinear::backward(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
   if (opt_.tp_comm_overlap) return backward_overlap(dy, saved, tp);  // lab04
-  // TODO(lab01 RowParallelLinear backward): db = Σ dY (before any communication); dY enters the
-  // TP region through g's backward (identity) or, under SP, an all-gather; then dX_r = dY·B_r
-  // (ops::matmul_dgrad) and dB_r = dYᵀ·X_r (ops::matmul_wgrad, accumulated) are local.
+  if (opt_.sequence_parallel) return backward_sp(dy, saved, tp);     // lab03
+  // TODO(lab01 RowParallelLinear backward): dy [s, b, out], the same on every rank → dX shaped like
+  // forward's input: this rank's [s, b, in/tp] chunk of dY·B, or with input_is_parallel = false the
+  // whole [s, b, in] on every rank. After the call dweight_ += dYᵀ·X_r and dbias_ += Σ dY over s and
+  // b (ADDED; dbias_ also under skip_bias_add; undefined buffers skipped). Communication on tp: none,
+  // or with input_is_parallel = false one all-gather along the last dim (s·b·in·4 bytes).
   // BEGIN SOLUTION
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
-  const Tensor dpartial = opt_.sequence_parallel
-                              ? reduce_scatter_to_sequence_parallel_region.backward(dy, tp, name_ + ".rs")
-                              : reduce_from_tensor_model_parallel_region.backward(dy, tp, name_ + ".g");
+  const Tensor dpartial = reduce_from_tensor_model_parallel_region.backward(dy, tp, name_ + ".g");
   if (dweight_.defined()) ops::matmul_wgrad(dpartial, saved.input, dweight_);
   const Tensor dx = ops::matmul_dgrad(dpartial, weight_);
   return opt_.input_is_parallel ? dx : scatter_to_tensor_model_parallel_region.backward(dx, tp, name_ + ".scatter");
