@@ -2,7 +2,7 @@
 //   forward   X [s, b, h] (or this rank's [s/tp, b, h] under SP)
 //             → ColumnParallelLinear h → ffn/tp (f, or the SP all-gather of X)
 //             → GELU (tanh) → RowParallelLinear ffn/tp → h (g all-reduce, or the SP reduce-scatter)
-//   backward  the mirror (engine/tensor_parallel/layers.cpp): fc2 dgrad/wgrad (dY all-gathered under
+//   backward  the mirror (layers.cpp, under SP layers_sp.cpp): fc2 dgrad/wgrad (dY all-gathered under
 //             SP), GELU backward, fc1 wgrad (X gathered again under SP) / dgrad (all-reduce, or
 //             reduce-scatter under SP); weight gradients accumulate into f32 buffers (β = 1).
 // Timed in the same run, alternating with the steps: the GEMMs alone — the six matmul calls of the

@@ -107,8 +107,10 @@ const Scenario& find_scenario(const std::string& id);
 struct LabScenarios {
   LabScenarios(const char* lab, void (*add)(std::vector<Scenario>&));
 };
-/// The whole-model scenario "gpt_step" of `lab` (checkers/gpt_step/): SP off and on, or SP only.
-Scenario gpt_step_scenario(const std::string& lab, bool sp_only);
+/// What SP settings a scenario runs with.
+enum class SpRuns { off_only, off_and_on, on_only };
+/// The whole-model scenario "gpt_step" of `lab` (checkers/gpt_step/) with the SP settings `sp`.
+Scenario gpt_step_scenario(const std::string& lab, SpRuns sp);
 /// The packed-sequence scenario "packed_sequences" of `lab` (checkers/packed/): SP off and on, or SP only.
 Scenario packed_sequences_scenario(const std::string& lab, bool sp_only);
 

@@ -34,13 +34,13 @@ ExpectedOutputs expected_gpt_step(uint64_t seed, int tp, bool sp) {
 
 }  // namespace
 
-Scenario gpt_step_scenario(const std::string& lab, bool sp_only) {
+Scenario gpt_step_scenario(const std::string& lab, SpRuns sp) {
   return {.lab = lab,
           .name = "gpt_step",
           .summary =
               "one training step of the 2-layer TP GPT with your code inside (loss, every gradient, AdamW)",
-          .sp_variants = !sp_only,
-          .sp_only = sp_only,
+          .sp_variants = sp == SpRuns::off_and_on,
+          .sp_only = sp == SpRuns::on_only,
           .budget_s = 20,
           .expected = expected_gpt_step};
 }

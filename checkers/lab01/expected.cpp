@@ -1,6 +1,7 @@
 // lab01 in the grader: expected tensors from reference/linear.h (dense linear and MLP) or closed
 // forms, and the calls of each scenario.
 #include "checkers/lab01/lab01.h"
+#include "checkers/lab01/linear_expected.h"
 #include "checkers/scenario.h"
 #include "engine/ops/elementwise.h"
 #include "reference/linear.h"
@@ -47,6 +48,10 @@ Pattern pattern_f_g(int tp, bool) {
   return {{"f.backward", {{OpKind::all_reduce, sbh, "f's backward: all-reduce of the input gradient"}}},
           {"g.forward", {{OpKind::all_reduce, sbh, "g's forward: all-reduce of the partial output"}}}};
 }
+
+}  // namespace
+
+namespace lab01 {
 
 ExpectedOutputs expected_column(uint64_t seed, bool sp, const LinearCase& lc) {
   const Tensor x = col_x(seed), w = col_w(seed), b = col_b(seed), dy = col_dy(seed);
@@ -142,20 +147,22 @@ Pattern pattern_mlp(int tp, bool sp) {
       {"backward", repeated({{OpKind::all_reduce, sbh, "fc1's f: all-reduce of the partial dX"}}, kPasses)}};
 }
 
-Scenario column(const char* name, const char* summary, LinearCase lc, bool sp_variants) {
+}  // namespace lab01
+
+namespace {
+
+Scenario column(const char* name, const char* summary, LinearCase lc) {
   return {.lab = "lab01",
           .name = name,
           .summary = summary,
-          .sp_variants = sp_variants,
           .expected = [lc](uint64_t seed, int, bool sp) { return expected_column(seed, sp, lc); },
           .pattern = [lc](int tp, bool sp) { return pattern_column(tp, sp, lc); }};
 }
 
-Scenario row(const char* name, const char* summary, LinearCase lc, bool sp_variants) {
+Scenario row(const char* name, const char* summary, LinearCase lc) {
   return {.lab = "lab01",
           .name = name,
           .summary = summary,
-          .sp_variants = sp_variants,
           .expected = [lc](uint64_t seed, int, bool sp) { return expected_row(seed, sp, lc); },
           .pattern = [lc](int tp, bool sp) { return pattern_row(tp, sp, lc); }};
 }
@@ -167,36 +174,36 @@ void add_scenarios(std::vector<Scenario>& out) {
        .summary = "f (copy_to_tensor_model_parallel_region) and g (reduce_from_…): forward and backward",
        .expected = expected_f_g,
        .pattern = pattern_f_g});
+  // The SP runs of the linear layers and the MLP are lab03's (sp_column_linear, ...: layers_sp.cpp).
   out.push_back(column("column_linear",
-                       "ColumnParallelLinear forward, two backward passes (gradients accumulate)", {}, true));
+                       "ColumnParallelLinear forward, two backward passes (gradients accumulate)", {}));
   out.push_back(column("column_linear_gather_output", "ColumnParallelLinear with gather_output=true",
-                       {.gather_output = true}, false));
+                       {.gather_output = true}));
   out.push_back(column("column_linear_skip_bias_add",
                        "ColumnParallelLinear with skip_bias_add=true: the output has no bias, the bias still "
                        "gets its gradient",
-                       {.skip_bias_add = true}, false));
+                       {.skip_bias_add = true}));
   out.push_back(column("column_linear_frozen_weight",
                        "ColumnParallelLinear with a frozen weight: dX is still summed over TP",
-                       {.frozen_weight = true}, false));
-  out.push_back(row("row_linear",
-                    "RowParallelLinear forward, two backward passes (input split on its last dim)", {},
-                    true));
+                       {.frozen_weight = true}));
+  out.push_back(
+      row("row_linear", "RowParallelLinear forward, two backward passes (input split on its last dim)", {}));
   out.push_back(
       row("row_linear_skip_bias_add",
           "RowParallelLinear with skip_bias_add=true: the output has no bias, the bias still gets its "
           "gradient",
-          {.skip_bias_add = true}, false));
+          {.skip_bias_add = true}));
   out.push_back(row("row_linear_input_not_parallel",
                     "RowParallelLinear with input_is_parallel=false: the layer splits a replicated input "
                     "(scatter_to_tensor_model_parallel_region)",
-                    {.input_is_parallel = false}, false));
+                    {.input_is_parallel = false}));
   out.push_back({.lab = "lab01",
                  .name = "mlp",
                  .summary = "the TP MLP: column → GELU → row, two backward passes",
-                 .sp_variants = true,
                  .expected = expected_mlp,
                  .pattern = pattern_mlp});
-  out.push_back(gpt_step_scenario("lab01", false));
+  // Without SP only: under SP the model runs no lab01 code (its layers take lab03's SP paths).
+  out.push_back(gpt_step_scenario("lab01", SpRuns::off_only));
 }
 
 }  // namespace

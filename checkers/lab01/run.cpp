@@ -1,5 +1,7 @@
-// lab01 on the ranks: the learner's f/g, ColumnParallelLinear, RowParallelLinear and the TP MLP.
+// lab01 on the ranks: the learner's f/g, ColumnParallelLinear, RowParallelLinear and the TP MLP. The
+// layer runs also serve lab03's SP scenarios (linear_runs.h).
 #include "checkers/lab01/lab01.h"
+#include "checkers/lab01/linear_runs.h"
 #include "checkers/run_context.h"
 #include "engine/ops/elementwise.h"
 #include "engine/tensor_parallel/layers.h"
@@ -41,6 +43,10 @@ RankOutputs run_f_g(RunContext& ctx) {
                       }).clone();
   return out;
 }
+
+}  // namespace
+
+namespace lab01 {
 
 /// Y = X·Aᵀ + b column-parallel, then kPasses backward passes with the same dY.
 RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
@@ -128,6 +134,10 @@ RankOutputs run_mlp(RunContext& ctx) {
   return {{"y", y.clone()},   {"dx", dx.clone()},   {"fc1.dweight", dw1},
           {"fc1.dbias", db1}, {"fc2.dweight", dw2}, {"fc2.dbias", db2}};
 }
+
+}  // namespace lab01
+
+namespace {
 
 void add_runs(std::map<std::string, RunFn>& out) {
   out["lab01/f_g"] = run_f_g;

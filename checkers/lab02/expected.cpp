@@ -214,7 +214,7 @@ void add_scenarios(std::vector<Scenario>& out) {
                      "fork refuses unknown names, refused adds change nothing, forking the current state "
                      "continues it, reseeding resets",
                  .expected = expected_rng_contract});
-  out.push_back(gpt_step_scenario("lab02", false));
+  out.push_back(gpt_step_scenario("lab02", SpRuns::off_and_on));
   out.push_back(packed_sequences_scenario("lab02", false));
 }
 

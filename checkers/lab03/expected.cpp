@@ -1,7 +1,9 @@
 // lab03 in the grader: closed forms for the mappings and the gradient reduction (sums of the ranks'
-// integer inputs), the SP layer from reference/ (checkers/layer/expected.h).
+// integer inputs), the SP linear layers and MLP from reference/linear.h (checkers/lab01/
+// linear_expected.h), the SP layer from reference/ (checkers/layer/expected.h).
 #include "checkers/layer/expected.h"
 
+#include "checkers/lab01/linear_expected.h"
 #include "checkers/lab03/lab03.h"
 #include "checkers/scenario.h"
 #include "engine/ops/elementwise.h"
@@ -71,6 +73,27 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .sp_only = true,
                  .expected = expected_sp_grad_sync,
                  .pattern = pattern_sp_grad_sync});
+  // The linear layers' SP paths (layers_sp.cpp), graded as lab01's scenarios are, with SP on.
+  out.push_back({.lab = "lab03",
+                 .name = "sp_column_linear",
+                 .summary = "ColumnParallelLinear under SP: all-gather of the [s/tp, b, h] input, the input "
+                            "gathered again for the weight gradient, reduce-scatter of dX",
+                 .sp_only = true,
+                 .expected = [](uint64_t seed, int, bool) { return lab01::expected_column(seed, true, {}); },
+                 .pattern = [](int tp, bool) { return lab01::pattern_column(tp, true, {}); }});
+  out.push_back({.lab = "lab03",
+                 .name = "sp_row_linear",
+                 .summary = "RowParallelLinear under SP: reduce-scatter of the partial Y, all-gather of dY, "
+                            "the bias gradient of this rank's tokens",
+                 .sp_only = true,
+                 .expected = [](uint64_t seed, int, bool) { return lab01::expected_row(seed, true, {}); },
+                 .pattern = [](int tp, bool) { return lab01::pattern_row(tp, true, {}); }});
+  out.push_back({.lab = "lab03",
+                 .name = "sp_mlp",
+                 .summary = "the MLP under SP: column → GELU → row on [s/tp, b, h], two backward passes",
+                 .sp_only = true,
+                 .expected = [](uint64_t seed, int tp, bool) { return lab01::expected_mlp(seed, tp, true); },
+                 .pattern = [](int tp, bool) { return lab01::pattern_mlp(tp, true); }});
   out.push_back(
       {.lab = "lab03",
        .name = "sp_transformer_layer",
@@ -95,7 +118,7 @@ void add_scenarios(std::vector<Scenario>& out) {
              Pattern p = layer::layer_pattern(tp, true);
              return Pattern{{"forward", p["forward"]}};
            }});
-  out.push_back(gpt_step_scenario("lab03", true));
+  out.push_back(gpt_step_scenario("lab03", SpRuns::on_only));
   out.push_back(packed_sequences_scenario("lab03", true));
 }
 

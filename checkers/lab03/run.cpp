@@ -1,7 +1,9 @@
-// lab03 on the ranks: the learner's sequence-parallel mappings and gradient reduction (the SP layer
-// runs from checkers/layer/run.cpp).
+// lab03 on the ranks: the learner's sequence-parallel mappings, the SP paths of the linear layers (the
+// runs of checkers/lab01/linear_runs.h with SP on) and the gradient reduction (the SP layer runs from
+// checkers/layer/run.cpp).
 #include "checkers/layer/run.h"
 
+#include "checkers/lab01/linear_runs.h"
 #include "checkers/lab03/lab03.h"
 #include "checkers/run_context.h"
 #include "engine/model/finalize_grads.h"
@@ -66,6 +68,18 @@ RankOutputs run_sp_grad_sync(RunContext& ctx) {
 void add_runs(std::map<std::string, RunFn>& out) {
   out["lab03/sp_mappings"] = run_sp_mappings;
   out["lab03/sp_grad_sync"] = run_sp_grad_sync;
+  out["lab03/sp_column_linear"] = [](RunContext& c) {
+    c.sp = true;
+    return lab01::run_column(c, {});
+  };
+  out["lab03/sp_row_linear"] = [](RunContext& c) {
+    c.sp = true;
+    return lab01::run_row(c, {});
+  };
+  out["lab03/sp_mlp"] = [](RunContext& c) {
+    c.sp = true;
+    return lab01::run_mlp(c);
+  };
   out["lab03/sp_transformer_layer"] = [](RunContext& c) {
     c.sp = true;
     return layer::run_layer(c);

@@ -26,7 +26,8 @@ void add_call(std::vector<CollectiveCall>& out, const CapacityConfig& cfg, const
   out.push_back({phase, label, op, S, comm::wire_bytes(op, cfg.tp, S), link.seconds(op, cfg.tp, S)});
 }
 
-/// The column-parallel layer `name`'s calls in `phase` (engine/tensor_parallel/layers.cpp).
+/// The column-parallel layer `name`'s calls in `phase` (engine/tensor_parallel/layers.cpp, under
+/// SP layers_sp.cpp).
 void column_parallel(std::vector<CollectiveCall>& out, const CapacityConfig& cfg, const comm::LinkModel& link,
                      const std::string& phase, const std::string& name) {
   const uint64_t S = sbh_bytes(cfg);

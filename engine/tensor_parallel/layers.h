@@ -2,8 +2,9 @@
 // megatron/core/tensor_parallel/layers.py; Shoeybi et al. 2019 §3, Fig. 3; Korthikanti et al.
 // 2022 §4.2). A layer holds handles to its parameter shards and their gradient buffers (shared
 // storage with the model's parameter map); backward accumulates into the gradient buffers.
-// lab01 replaces layers.cpp; with tp_comm_overlap on, forward and backward hand over to
-// layers_overlap.cpp (lab04), which overlaps the layer's communication with its GEMMs.
+// lab01 replaces layers.cpp (the constructors, the dispatch and the TP path); with sequence_parallel
+// on, forward and backward hand over to layers_sp.cpp (lab03), and with tp_comm_overlap on to
+// layers_overlap.cpp (lab04), which overlaps the layer's communication with its GEMMs (SP or not).
 #pragma once
 
 #include <string>
@@ -58,6 +59,12 @@ class ColumnParallelLinear {
   const std::string& name() const { return name_; }
 
  private:
+  /// forward/backward under sequence_parallel without overlap (layers_sp.cpp, lab03): x [s/tp, b, in]
+  /// is all-gathered along s (s·b·in·4 bytes) before the GEMM; backward all-gathers the saved shard
+  /// again for dA_r and reduce-scatters dX_r to [s/tp, b, in] (Megatron-LM layers.py
+  /// LinearWithGradAccumulationAndAsyncCommunication; Korthikanti et al. 2022 §4.2.2).
+  Tensor forward_sp(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
+  Tensor backward_sp(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);
   /// forward/backward with tp_comm_overlap (layers_overlap.cpp, lab04); same contracts.
   Tensor forward_overlap(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
   Tensor backward_overlap(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);
@@ -87,6 +94,11 @@ class RowParallelLinear {
   const std::string& name() const { return name_; }
 
  private:
+  /// forward/backward under sequence_parallel without overlap (layers_sp.cpp, lab03): the partial
+  /// [s, b, out] is reduce-scattered along s to [s/tp, b, out] (s·b·out·4 bytes); backward
+  /// all-gathers dY's shards first. The bias gradient covers this rank's s/tp rows only.
+  Tensor forward_sp(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
+  Tensor backward_sp(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);
   /// forward/backward with tp_comm_overlap (layers_overlap.cpp, lab04); same contracts.
   Tensor forward_overlap(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const;
   Tensor backward_overlap(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp);

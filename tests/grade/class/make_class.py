@@ -45,11 +45,10 @@ MUTANTS_FULL = [
     ("lab00", "ar_calls_pg_all_reduce"), ("lab00", "rs_own_chunk_not_added"),
     ("lab00", "ag_chunk_order_off_by_one"),
     ("lab01", "g_missing"), ("lab01", "column_dx_not_reduced"), ("lab01", "gather_shards_reversed"),
-    ("lab01", "row_sp_dbias_from_gathered_dy"),
     ("lab02", "ce_max_not_all_reduced"), ("lab02", "emb_foreign_ids_not_masked"),
     ("lab02", "rng_fork_not_restoring"), ("lab02", "layer_global_heads"),
     ("lab03", "rs_all_reduce_then_slice"), ("lab03", "sp_grads_not_reduced"),
-    ("lab03", "scatter_forward_wrong_chunk"),
+    ("lab03", "scatter_forward_wrong_chunk"), ("lab03", "sp_row_dbias_from_gathered_dy"),
     ("lab04", "ring_runs_backwards"), ("lab04", "column_forward_calls_all_gather"),
 ]
 MUTANTS_SMALL = [("lab01", "g_missing")]
@@ -94,10 +93,12 @@ def source(name, params):
 
 
 # Which other labs' code each lab's scenarios run (their "needs labNN" when that code is unfinished):
-# lab01's gpt_step and SP layouts, lab02's transformer layer and GPT step, lab03's layers and GPT
-# step, lab04's overlap layers (the mappings of lab01 and lab03).
-RUNS_CODE_OF = {"lab00": set(), "lab01": {"lab02", "lab03"}, "lab02": {"lab01", "lab03"},
-                "lab03": {"lab01", "lab02"}, "lab04": {"lab01", "lab03"}}
+# lab01's gpt_step (SP off only: lab02's model), lab02's transformer layer and GPT step, lab03's SP
+# layer and GPT step (lab02's layer, embedding and cross entropy; under SP the linear layers run
+# lab03's own layers_sp.cpp, so no lab01 code), lab04's overlap layers (the mappings of lab01 and
+# lab03).
+RUNS_CODE_OF = {"lab00": set(), "lab01": {"lab02"}, "lab02": {"lab01", "lab03"},
+                "lab03": {"lab02"}, "lab04": {"lab01", "lab03"}}
 
 
 class Builder:
