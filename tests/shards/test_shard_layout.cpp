@@ -88,7 +88,7 @@ void check_against_engine(int tp, bool sp) {
     const auto& x_layout = find(layout, "x");
     Tensor x(x_layout.ranks[r].shape);
     random::init_normal(x, 6, "x", 1.f);
-    const model::LayerContext ctx{&ps.tp(), sp, 1, 0, lc.gpt.seq, lc.batch, Tensor()};
+    const model::LayerContext ctx{&ps.tp(), sp, 1, 0, lc.gpt.seq, lc.batch, Tensor(), {}};
     model::LayerSaved saved;
     const Tensor y = layer.forward(x, saved, ctx);
     const std::vector<std::pair<std::string, const Tensor*>> seen{{"x", &saved.x_in},
