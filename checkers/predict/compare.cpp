@@ -19,16 +19,6 @@ namespace {
 
 using comm::OpKind;
 
-bool has_dim(OpKind op) {
-  return op == OpKind::all_gather || op == OpKind::reduce_scatter;
-}
-bool has_reduce(OpKind op) {
-  return op == OpKind::all_reduce || op == OpKind::reduce_scatter;
-}
-bool has_peer(OpKind op) {
-  return op == OpKind::send || op == OpKind::recv;
-}
-
 /// The fields of `p` that differ from `e` ("phase", "op", ...), in the order they are explained.
 std::vector<std::string> diff_fields(const Call& p, const Call& e) {
   std::vector<std::string> d;

@@ -16,16 +16,6 @@ namespace {
 using comm::OpKind;
 using comm::ReduceOp;
 
-bool has_dim(OpKind op) {
-  return op == OpKind::all_gather || op == OpKind::reduce_scatter;
-}
-bool has_reduce(OpKind op) {
-  return op == OpKind::all_reduce || op == OpKind::reduce_scatter;
-}
-bool has_peer(OpKind op) {
-  return op == OpKind::send || op == OpKind::recv;
-}
-
 /// c10d's or NCCL's name of an op ("all_reduce", "AllReduce", "ncclAllReduce", "allreduce").
 bool parse_op(std::string s, OpKind& op) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });

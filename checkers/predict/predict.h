@@ -32,6 +32,18 @@
 
 namespace tpsp::checkers::predict {
 
+/// Which fields of a prediction line an op has: dim= (all_gather, reduce_scatter: the dim gathered or
+/// scattered), reduce= (all_reduce, reduce_scatter), peer= (send, recv).
+inline bool has_dim(comm::OpKind op) {
+  return op == comm::OpKind::all_gather || op == comm::OpKind::reduce_scatter;
+}
+inline bool has_reduce(comm::OpKind op) {
+  return op == comm::OpKind::all_reduce || op == comm::OpKind::reduce_scatter;
+}
+inline bool has_peer(comm::OpKind op) {
+  return op == comm::OpKind::send || op == comm::OpKind::recv;
+}
+
 /// One communication call as a prediction line states it, and as the engine records it on rank 0.
 struct Call {
   std::string phase;  ///< "forward", "backward", ... (the step's phases)
