@@ -73,8 +73,10 @@ Pattern pattern_column(int tp, bool sp, const LinearCase& lc) {
   std::vector<ExpectedCall> backward;
   if (sp) {
     p["forward"].push_back({OpKind::all_gather, sbh, "SP: all-gather of the sequence shards of X"});
-    backward = {{OpKind::all_gather, sbh, "SP: all-gather of X again for the weight gradient"},
-                {OpKind::reduce_scatter, sbh, "SP: reduce-scatter of the partial dX"}};
+    // A frozen weight has no gradient: X is not gathered again (Megatron's wgrad_compute).
+    if (!lc.frozen_weight)
+      backward.push_back({OpKind::all_gather, sbh, "SP: all-gather of X again for the weight gradient"});
+    backward.push_back({OpKind::reduce_scatter, sbh, "SP: reduce-scatter of the partial dX"});
   } else {
     backward = {{OpKind::all_reduce, sbh, "f's backward: all-reduce of the partial dX"}};
   }

@@ -60,6 +60,46 @@ Pattern pattern_sp_grad_sync(int tp, bool) {
            {{OpKind::all_reduce, 3 * H * 4, "one coalesced all-reduce (sum) of the three gradients"}}}};
 }
 
+/// Under SP rank r's row-parallel bias gradient is Σ of dY over its own tokens (rows [r·s/tp,
+/// (r+1)·s/tp) of dim 0, every b): [tp, H], row r rank r's share, accumulated over kPasses.
+Expected dbias_shares(uint64_t seed, int tp) {
+  const Tensor dy = lab01::row_dy(seed);
+  const float* d = dy.data();
+  const int64_t rows = lab01::S / tp;
+  std::vector<float> share(static_cast<std::size_t>(tp * lab01::H), 0.0f);
+  for (int64_t s = 0; s < lab01::S; ++s)
+    for (int64_t b = 0; b < lab01::B; ++b)
+      for (int64_t h = 0; h < lab01::H; ++h)
+        share[static_cast<std::size_t>((s / rows) * lab01::H + h)] +=
+            lab01::kPasses * d[(s * lab01::B + b) * lab01::H + h];
+  return {.whole = Tensor::from({tp, lab01::H}, share),
+          .placement = Placement::Shard(0),
+          .passes = lab01::kPasses,
+          .meaning = "this rank's bias gradient under SP: dY summed over its own s/tp tokens only (the sum "
+                     "over the ranks is the gradient sync's)"};
+}
+
+/// expected_row under SP with each rank's dbias share.
+ExpectedOutputs expected_sp_row(uint64_t seed, int tp, const lab01::LinearCase& lc) {
+  ExpectedOutputs e = lab01::expected_row(seed, true, lc);
+  e["dbias_share"] = dbias_shares(seed, tp);
+  return e;
+}
+
+/// A scenario of lab03 that runs lab01's column or row case `lc` with SP.
+Scenario sp_linear_option(const std::string& name, const std::string& summary, bool column,
+                          const lab01::LinearCase& lc) {
+  Scenario sc{.lab = "lab03", .name = name, .summary = summary, .sp_only = true};
+  if (column) {
+    sc.expected = [lc](uint64_t seed, int, bool) { return lab01::expected_column(seed, true, lc); };
+    sc.pattern = [lc](int tp, bool) { return lab01::pattern_column(tp, true, lc); };
+  } else {
+    sc.expected = [lc](uint64_t seed, int tp, bool) { return expected_sp_row(seed, tp, lc); };
+    sc.pattern = [lc](int tp, bool) { return lab01::pattern_row(tp, true, lc); };
+  }
+  return sc;
+}
+
 void add_scenarios(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab03",
                  .name = "sp_mappings",
@@ -86,8 +126,23 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .summary = "RowParallelLinear under SP: reduce-scatter of the partial Y, all-gather of dY, "
                             "the bias gradient of this rank's tokens",
                  .sp_only = true,
-                 .expected = [](uint64_t seed, int, bool) { return lab01::expected_row(seed, true, {}); },
+                 .expected = [](uint64_t seed, int tp, bool) { return expected_sp_row(seed, tp, {}); },
                  .pattern = [](int tp, bool) { return lab01::pattern_row(tp, true, {}); }});
+  out.push_back(sp_linear_option("sp_column_linear_gather_output",
+                                 "ColumnParallelLinear under SP with gather_output: Y's last dim gathered, dY "
+                                 "split back",
+                                 true, {.gather_output = true}));
+  out.push_back(sp_linear_option("sp_column_linear_skip_bias_add",
+                                 "ColumnParallelLinear under SP with skip_bias_add: no bias in Y, db still computed",
+                                 true, {.skip_bias_add = true}));
+  out.push_back(sp_linear_option("sp_column_linear_frozen_weight",
+                                 "ColumnParallelLinear under SP with a frozen weight: no weight gradient, dX still "
+                                 "reduce-scattered",
+                                 true, {.frozen_weight = true}));
+  out.push_back(sp_linear_option("sp_row_linear_skip_bias_add",
+                                 "RowParallelLinear under SP with skip_bias_add: no bias in Y, db still this "
+                                 "rank's share",
+                                 false, {.skip_bias_add = true}));
   out.push_back({.lab = "lab03",
                  .name = "sp_mlp",
                  .summary = "the MLP under SP: column → GELU → row on [s/tp, b, h], two backward passes",

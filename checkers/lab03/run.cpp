@@ -65,6 +65,14 @@ RankOutputs run_sp_grad_sync(RunContext& ctx) {
   return {{"layernorm.dgamma", gamma}, {"layernorm.dbeta", beta}, {"row_bias.dbias", bias}};
 }
 
+/// `out` plus "dbias_share": this rank's dbias as a [1, out] row, so that the grader compares each
+/// rank's share (Σ of dY over its own tokens), not only their sum over the ranks.
+RankOutputs with_dbias_share(RankOutputs out) {
+  const Tensor db = out.at("dbias");
+  out["dbias_share"] = db.clone().reshape({1, db.numel()});
+  return out;
+}
+
 void add_runs(std::map<std::string, RunFn>& out) {
   out["lab03/sp_mappings"] = run_sp_mappings;
   out["lab03/sp_grad_sync"] = run_sp_grad_sync;
@@ -74,7 +82,24 @@ void add_runs(std::map<std::string, RunFn>& out) {
   };
   out["lab03/sp_row_linear"] = [](RunContext& c) {
     c.sp = true;
-    return lab01::run_row(c, {});
+    return with_dbias_share(lab01::run_row(c, {}));
+  };
+  // lab01's options, under SP: each is a branch of layers_sp.cpp that the plain scenarios never take.
+  out["lab03/sp_column_linear_gather_output"] = [](RunContext& c) {
+    c.sp = true;
+    return lab01::run_column(c, {.gather_output = true});
+  };
+  out["lab03/sp_column_linear_skip_bias_add"] = [](RunContext& c) {
+    c.sp = true;
+    return lab01::run_column(c, {.skip_bias_add = true});
+  };
+  out["lab03/sp_column_linear_frozen_weight"] = [](RunContext& c) {
+    c.sp = true;
+    return lab01::run_column(c, {.frozen_weight = true});
+  };
+  out["lab03/sp_row_linear_skip_bias_add"] = [](RunContext& c) {
+    c.sp = true;
+    return with_dbias_share(lab01::run_row(c, {.skip_bias_add = true}));
   };
   out["lab03/sp_mlp"] = [](RunContext& c) {
     c.sp = true;

@@ -40,15 +40,19 @@ Tensor ColumnParallelLinear::backward_sp(const Tensor& dy_in, const LinearSaved&
   // → dX [s/tp, b, in]: rows [r·s/tp, (r+1)·s/tp) of the whole Σ_r dY_r·A_r. After the call
   // dweight_ += dY_rᵀ·X with X the WHOLE [s, b, in] input, and dbias_ += Σ dY_r over s and b (ADDED;
   // undefined buffers skipped; a frozen weight still returns dX). Communication on tp, per call:
-  // exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again) and
-  // one reduce-scatter (sum) along dim 0 (s·b·in·4 bytes); no all-reduce; none at tp = 1.
+  // exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again; none
+  // for a frozen weight, whose gradient is not computed) and one reduce-scatter (sum) along dim 0
+  // (s·b·in·4 bytes); no all-reduce; none at tp = 1.
   // BEGIN SOLUTION
   const Tensor dy = opt_.gather_output ? gather_from_tensor_model_parallel_region.backward(
                                              dy_in, tp, name_ + ".gather_output")
                                        : dy_in;
-  // The whole input for the weight gradient, gathered again (forward kept only the shard).
-  const Tensor total = _gather_along_first_dim(saved.input, tp, name_ + ".ag_wgrad");
-  if (dweight_.defined()) ops::matmul_wgrad(dy, total, dweight_);
+  // The whole input for the weight gradient, gathered again (forward kept only the shard); a frozen
+  // weight has no gradient, so nothing is gathered (Megatron's wgrad_compute).
+  if (dweight_.defined()) {
+    const Tensor total = _gather_along_first_dim(saved.input, tp, name_ + ".ag_wgrad");
+    ops::matmul_wgrad(dy, total, dweight_);
+  }
   if (bias_.defined() && dbias_.defined()) ops::add_(dbias_, ops::bias_add_backward(dy));
   const Tensor dx = ops::matmul_dgrad(dy, weight_);
   return gather_from_sequence_parallel_region.backward(dx, tp, name_ + ".ag");

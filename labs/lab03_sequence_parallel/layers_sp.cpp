@@ -32,9 +32,10 @@ Tensor ColumnParallelLinear::backward_sp(const Tensor& dy_in, const LinearSaved&
   // → dX [s/tp, b, in]: rows [r·s/tp, (r+1)·s/tp) of the whole Σ_r dY_r·A_r. After the call
   // dweight_ += dY_rᵀ·X with X the WHOLE [s, b, in] input, and dbias_ += Σ dY_r over s and b (ADDED;
   // undefined buffers skipped; a frozen weight still returns dX). Communication on tp, per call:
-  // exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again) and
-  // one reduce-scatter (sum) along dim 0 (s·b·in·4 bytes); no all-reduce; none at tp = 1.
-  TPSP_LAB_TODO("lab03 ColumnParallelLinear SP backward: dy shaped like SP forward's output ([s, b, out/tp]) → dX [s/tp, b, in]: rows [r·s/tp, (r+1)·s/tp) of the whole Σ_r dY_r·A_r. After the call dweight_ += dY_rᵀ·X with X the WHOLE [s, b, in] input, and dbias_ += Σ dY_r over s and b (ADDED; undefined buffers skipped; a frozen weight still returns dX). Communication on tp, per call: exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again) and one reduce-scatter (sum) along dim 0 (s·b·in·4 bytes); no all-reduce; none at tp = 1");
+  // exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again; none
+  // for a frozen weight, whose gradient is not computed) and one reduce-scatter (sum) along dim 0
+  // (s·b·in·4 bytes); no all-reduce; none at tp = 1.
+  TPSP_LAB_TODO("lab03 ColumnParallelLinear SP backward: dy shaped like SP forward's output ([s, b, out/tp]) → dX [s/tp, b, in]: rows [r·s/tp, (r+1)·s/tp) of the whole Σ_r dY_r·A_r. After the call dweight_ += dY_rᵀ·X with X the WHOLE [s, b, in] input, and dbias_ += Σ dY_r over s and b (ADDED; undefined buffers skipped; a frozen weight still returns dX). Communication on tp, per call: exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again; none for a frozen weight, whose gradient is not computed) and one reduce-scatter (sum) along dim 0 (s·b·in·4 bytes); no all-reduce; none at tp = 1");
 }
 
 Tensor RowParallelLinear::forward_sp(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const {
