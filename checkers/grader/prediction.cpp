@@ -17,14 +17,33 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// The whole file, or false when it cannot be read.
-bool read_text(const std::string& path, std::string& out) {
+/// A prediction is a dozen lines: anything longer is not one.
+constexpr std::uintmax_t kMaxPredictionBytes = 64 * 1024;
+
+/// The whole file (a leading UTF-8 byte-order mark dropped) when it is a regular file of at most
+/// kMaxPredictionBytes; else false with the reason in `why` (a FIFO would block the check forever,
+/// /dev/zero would never end, a directory has no text).
+bool read_text(const std::string& path, std::string& out, std::string& why) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    why = fs::exists(path, ec) ? "not a regular file" : "no such file";
+    return false;
+  }
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec || size > kMaxPredictionBytes) {
+    why = ec ? ec.message() : fmt::format("{} bytes, more than a prediction's {}", size, kMaxPredictionBytes);
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
+  if (!in) {
+    why = "cannot be opened";
+    return false;
+  }
   std::ostringstream s;
   s << in.rdbuf();
   out = s.str();
-  return static_cast<bool>(in) || in.eof();
+  if (out.rfind("\xEF\xBB\xBF", 0) == 0) out.erase(0, 3);
+  return true;
 }
 
 /// `path` relative to the source dir when it is inside it ("labs/lab01_tp_layers/prediction.txt").
@@ -62,10 +81,10 @@ int check_predictions(const std::vector<std::string>& labs, const std::string& s
     }
     const predict::Step& step = predict::step_of(lab);
     const std::string path = file.empty() ? prediction_path(source_dir, lab) : file;
-    std::string text;
-    if (path.empty() || !read_text(path, text)) {
-      std::fprintf(stderr, "./check: cannot read the prediction of %s (%s)\n", lab.c_str(),
-                   path.empty() ? "labs/labs.json does not name its folder" : path.c_str());
+    std::string text, why = "labs/labs.json does not name its folder";
+    if (path.empty() || !read_text(path, text, why)) {
+      std::fprintf(stderr, "./check: cannot read the prediction of %s (%s: %s)\n", lab.c_str(), path.c_str(),
+                   why.c_str());
       status = 2;
       continue;
     }
@@ -82,8 +101,13 @@ int check_predictions(const std::vector<std::string>& labs, const std::string& s
 std::string prediction_summary(const std::string& source_dir, const std::string& lab) {
   if (!has_step(lab)) return "";
   const std::string path = prediction_path(source_dir, lab);
-  std::string text;
-  if (path.empty() || !read_text(path, text)) return "";
+  std::string text, why;
+  if (path.empty()) return "";
+  if (!read_text(path, text, why))
+    return why == "no such file"
+               ? ""
+               : fmt::format("prediction {}: not read ({}: {}; not counted in the runs above)", lab,
+                             shown(source_dir, path), why);
   const predict::Outcome o = predict::check_prediction(text, predict::step_of(lab));
   const std::string where = shown(source_dir, path);
   if (o.status == predict::Outcome::Status::right)
