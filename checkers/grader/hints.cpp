@@ -50,14 +50,22 @@ std::string read_text(const fs::path& p) {
 /// or "" when no file holds its TPSP_LAB_TODO any more.
 std::string todo_location(const fs::path& source_dir, const std::string& lab, const std::string& dir,
                           const std::vector<std::string>& files, const std::string& name) {
-  const std::string marker = "TPSP_LAB_TODO(\"" + lab + " " + name + ":";
+  const std::string call = "TPSP_LAB_TODO(", text = "\"" + lab + " " + name + ":";
   for (const std::string& f : files) {
     const fs::path rel = fs::path(dir) / fs::path(f).filename();
     std::ifstream in(source_dir / rel);
-    int n = 0;
+    int n = 0, open_at = 0;  // open_at: the line of a TPSP_LAB_TODO( whose string starts on the next line
     for (std::string line; std::getline(in, line);) {
       ++n;
-      if (line.find(marker) != std::string::npos) return fmt::format("{}:{}", rel.string(), n);
+      if (line.find(call + text) != std::string::npos) return fmt::format("{}:{}", rel.string(), n);
+      // clang-format may break the line after the parenthesis: the string then opens the next line.
+      if (open_at == n - 1 && line.find_first_not_of(" \t") != std::string::npos &&
+          line.compare(line.find_first_not_of(" \t"), text.size(), text) == 0)
+        return fmt::format("{}:{}", rel.string(), open_at);
+      const std::size_t end = line.find_last_not_of(" \t");
+      if (end != std::string::npos && end + 1 >= call.size() &&
+          line.compare(end + 1 - call.size(), call.size(), call) == 0)
+        open_at = n;
     }
   }
   return "";
