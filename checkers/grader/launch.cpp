@@ -24,6 +24,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "checkers/grader/witness_judge.h"
+#include "checkers/grader/witness_relay.h"
 #include "tools/tpsp_run/env.h"
 #include "tools/tpsp_run/launcher.h"
 #include "tools/tpsp_run/report.h"
@@ -53,8 +55,10 @@ bool hand_over(const std::string& dir, long uid) {
 
 /// In the launcher of a confined launch (root, before any rank starts): new mount, network and IPC
 /// namespaces, so that what the ranks leave in /tmp, /dev/shm, System V IPC or on a socket is seen by no
-/// other launch; the loopback interface up (Gloo connects the ranks through it). Returns "" or what failed.
-std::string isolate_launcher() {
+/// other launch; with `loopback` the loopback interface up (Gloo connects the ranks through it), else no
+/// network at all (the witness relay's sockets are the ranks' only way to each other). Returns "" or what
+/// failed.
+std::string isolate_launcher(bool loopback) {
   if (::unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) != 0)
     return fmt::format("unshare(mount, network, IPC namespaces): {}", std::strerror(errno));
   if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
@@ -63,6 +67,7 @@ std::string isolate_launcher() {
     if (::access(dir, F_OK) == 0 &&
         ::mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777") != 0)
       return fmt::format("a private tmpfs on {}: {}", dir, std::strerror(errno));
+  if (!loopback) return "";
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   ifreq req{};
   std::snprintf(req.ifr_name, IFNAMSIZ, "lo");
@@ -110,11 +115,74 @@ void kill_uid(long uid) {
 
 void confine_launches(const run::Confinement& limits) {
   g_confine = limits;
+  require_witness();
 }
+
+namespace {
+
+/// The witness relay of one launch: a socket pair per rank, the relay in a child of the grader
+/// (witness_relay.h) holding one end of each, the ranks' ends to be handed over as their fd 3.
+struct WitnessRelay {
+  pid_t pid = -1;
+  std::vector<int> rank_ends;
+
+  /// Starts the relay writing `log`; false (nothing started) when a socket pair or the fork fails.
+  bool start(int world, const std::string& log) {
+    std::vector<int> relay_ends;
+    for (int r = 0; r < world; ++r) {
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return close_all(relay_ends);
+      relay_ends.push_back(sv[0]);
+      rank_ends.push_back(sv[1]);
+    }
+    std::fflush(nullptr);
+    pid = ::fork();
+    if (pid == 0) {
+      for (int fd : rank_ends) ::close(fd);
+      serve_witness_relay(relay_ends, log);
+      ::_exit(0);
+    }
+    for (int fd : relay_ends) ::close(fd);
+    return pid > 0 || close_all({});
+  }
+
+  /// The grader's copies of the ranks' ends, once the launcher holds them.
+  void release_rank_ends() {
+    for (int fd : rank_ends) ::close(fd);
+    rank_ends.clear();
+  }
+
+  /// After the launch: the relay ends by itself once every rank's socket is closed; one that something
+  /// left running still holds is stopped after a second (every call the ranks made is in its log by then:
+  /// a line is written before the call is carried).
+  void finish() {
+    release_rank_ends();
+    for (int i = 0; pid > 0 && i < 100; ++i) {
+      int st = 0;
+      if (::waitpid(pid, &st, WNOHANG) == pid) return;
+      ::usleep(10000);
+    }
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      int st = 0;
+      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+ private:
+  bool close_all(const std::vector<int>& more) {
+    for (int fd : more) ::close(fd);
+    release_rank_ends();
+    return false;
+  }
+};
+
+}  // namespace
 
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
-              const run::Confinement* confine) {
+              const run::Confinement* confine, const std::string& relay_log) {
   run::JobSpec spec;
   if (confine) spec.confine = *confine;
   spec.argv = argv;
@@ -127,6 +195,11 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   set["WORLD_SIZE"] = set["LOCAL_WORLD_SIZE"] = std::to_string(world);
   if (!run::env_nonempty("OPENBLAS_NUM_THREADS"))
     set["OPENBLAS_NUM_THREADS"] = std::to_string(run::default_blas_threads(run::usable_cpus(), world));
+  WitnessRelay relay;
+  if (!relay_log.empty()) {
+    set["TPSP_RELAY_FD"] = "3";
+    set["TPSP_COMM_FINGERPRINT"] = "0";  // the relay compares the ranks' calls itself
+  }
   std::vector<int> ranks;
   for (int r = 0; r < world; ++r) {
     set["RANK"] = set["LOCAL_RANK"] = std::to_string(r);
@@ -137,11 +210,21 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   if (!fs::create_directory(store, ec) || (confine && !hand_over(store, confine->uid))) return 1;
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log < 0) return 1;
+  if (!relay_log.empty()) {
+    if (!relay.start(world, relay_log)) {
+      run::write_all(
+          log, "tpsp-check: cannot start the witness relay: " + std::string(std::strerror(errno)) + "\n");
+      ::close(log);
+      return 1;
+    }
+    for (int r = 0; r < world; ++r)
+      spec.ranks[static_cast<std::size_t>(r)].pass_fd = relay.rank_ends[static_cast<std::size_t>(r)];
+  }
   std::fflush(nullptr);  // the child must not inherit unwritten output
   const pid_t pid = ::fork();
   if (pid == 0) {  // the launcher: runs the job, writes its summary, ends without ./check's exit handlers
     if (confine)
-      if (const std::string error = isolate_launcher(); !error.empty()) {
+      if (const std::string error = isolate_launcher(relay_log.empty()); !error.empty()) {
         run::write_all(log, "tpsp-check: cannot confine the run: " + error + "\n");
         ::_exit(1);
       }
@@ -152,6 +235,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
     ::_exit(run::exit_code(outcome));
   }
   ::close(log);
+  relay.release_rank_ends();
   int code = 1;
   if (pid > 0) {
     int st = 0;
@@ -159,6 +243,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
     }
     code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
+  relay.finish();
   fs::remove_all(store, ec);
   return code;
 }
@@ -187,14 +272,18 @@ int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& ru
         return 1;
       }
   }
+  // A confined launch's ranks talk only through the witness relay, whose log lies beside `scratch` in
+  // the grader's own directory (the ranks own `scratch`, so they could replace a file in it).
+  const std::string relay_log = confine ? scratch + ".relay.jsonl" : "";
   const int code = run_ranks(
       argv, first.layout.world(), budget,
       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},
-      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr);
+      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr, relay_log);
   if (confine) {
     kill_uid(confine->uid);
     take_back(scratch);
     for (const PlannedRun* r : runs) take_back(r->dir);
+    judge_witness(relay_log, runs);
   }
   return code;
 }

@@ -14,9 +14,10 @@ namespace tpsp::checkers {
 
 /// Confined runs (./grade; tpsp-check --confine-uid): every later launch runs its ranks as their own
 /// uid (`limits.uid` + a launch counter, so that no two launches share one), under `limits`' rlimits,
-/// in fresh mount, network and IPC namespaces of the launcher (a private /tmp and /dev/shm, only the
-/// loopback interface), with its run and rendezvous directories owned by that uid and closed to every
-/// other (0700). The grader must run as root. Without a call nothing is confined.
+/// in fresh mount, network and IPC namespaces of the launcher (a private /tmp and /dev/shm, no network
+/// interface up), with its run and rendezvous directories owned by that uid and closed to every other
+/// (0700), its ranks connected only through a witness relay whose log judges their records
+/// (witness_relay.h, witness_judge.h). The grader must run as root. Without a call nothing is confined.
 void confine_launches(const run::Confinement& limits);
 
 /// One run of a check: scenario `sc` in `layout` with SP on or off; its ranks dump under `dir`
@@ -41,9 +42,12 @@ struct PlannedRun {
 /// was), then SIGKILL. Its output lines and the launcher's summary go to `log_path`.
 /// With `confine` (a confined launch), the ranks run under it, `store` is given to its uid and the
 /// launcher first enters its own namespaces (confine_launches).
+/// With a `relay_log`, the ranks' only transport is a witness relay (witness_relay.h) writing that file;
+/// each rank gets its socket as fd 3 (TPSP_RELAY_FD=3), fingerprints off (the relay compares the calls),
+/// and a confined launcher leaves the network down.
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
-              const run::Confinement* confine = nullptr);
+              const run::Confinement* confine = nullptr, const std::string& relay_log = "");
 
 /// Runs `runs` (one or more, all in the same layout with the same SP setting) in ONE launch of the
 /// rank program `bin`: each rank runs the scenarios in turn, each in a child forked before any learner

@@ -1,5 +1,6 @@
 #include "engine/comm/env.h"
 
+#include <fcntl.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 #include <gloo/common/string.h>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "engine/comm/gloo/gloo_backend.h"
+#include "engine/comm/relay/relay_backend.h"
 #include "engine/comm/tcp_store.h"
 #include "engine/error.h"
 
@@ -135,6 +137,15 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
   TPSP_CHECK(size >= 1, "WORLD_SIZE=", size, " must be at least 1");
   TPSP_CHECK(rank >= 0 && rank < size, "RANK=", rank, " is not in [0, WORLD_SIZE=", size, ")");
   const std::string prefix = "tpsp" + std::to_string(g_init_count++);
+
+  // Under ./grade: every byte through the grader's witness relay on the descriptor it handed over.
+  if (const char* fd = env("TPSP_RELAY_FD")) {
+    const int n = env_int({"TPSP_RELAY_FD"}, -1);
+    TPSP_CHECK(n >= 0 && ::fcntl(n, F_GETFD) != -1, "TPSP_RELAY_FD=", fd,
+               " is not an open file descriptor (the grader's launcher hands the relay's socket over)");
+    return ProcessGroup::create_world(RelayBackend::connect_world(n, rank, size, prefix, options.timeout),
+                                      options);
+  }
 
   std::shared_ptr<gloo::rendezvous::Store> store;
   try {

@@ -15,7 +15,8 @@ namespace tpsp::comm {
 ///    else (world size 1 only) an in-process store. Every context uses its own key prefix, so
 ///    init_from_env may be called again in the same process.
 ///  - transport: Gloo tcp on 127.0.0.1, or on TPSP_GLOO_IFNAME (an interface name, e.g. eth0) or
-///    TPSP_GLOO_HOSTNAME (an address to bind) when set.
+///    TPSP_GLOO_HOSTNAME (an address to bind) when set; under ./grade, when TPSP_RELAY_FD names the
+///    grader's witness relay socket, the relay instead (relay/relay_backend.h; no store is used).
 ///  - options: TPSP_COMM_TIMEOUT (seconds, default 60), TPSP_COMM_FINGERPRINT (0 turns the check off),
 ///    TPSP_LINK (link emulation, see LinkModel::parse), TPSP_COMM_CHECK_BUFFERS (1: an async call's
 ///    buffers must not change before its wait(), and its output reads NaN until it completes; ./check

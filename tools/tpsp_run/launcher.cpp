@@ -173,7 +173,8 @@ void confine_child(const Confinement& c) {
 // 127 (not found) or 126 (other exec errors) after writing the reason to the rank's stderr (so it shows
 // up in the relay).
 [[noreturn]] void exec_child(char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
-                             pid_t launcher_pid, const sigset_t& mask, const Confinement& confine) {
+                             int pass_fd, pid_t launcher_pid, const sigset_t& mask,
+                             const Confinement& confine) {
   setpgid(0, 0);
   dup2(err_fd, 2);
   confine_child(confine);
@@ -187,6 +188,10 @@ void confine_child(const Confinement& c) {
   if (in_fd >= 0) dup2(in_fd, 0);
   dup2(out_fd, 1);
   dup2(err_fd, 2);
+  if (pass_fd == 3)
+    fcntl(3, F_SETFD, 0);  // keep it across exec
+  else if (pass_fd >= 0)
+    dup2(pass_fd, 3);  // the copy has no close-on-exec flag
   for (int sig : kHandledSignals) signal(sig, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
   sigprocmask(SIG_SETMASK, &mask, nullptr);
@@ -298,8 +303,8 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
     }
     const pid_t pid = fork();
     if (pid == 0) {
-      exec_child(argv.data(), envps[i].data(), null_fd, out_pipe[1], err_pipe[1], launcher_pid, old_mask,
-                 spec.confine);
+      exec_child(argv.data(), envps[i].data(), null_fd, out_pipe[1], err_pipe[1], spec.ranks[i].pass_fd,
+                 launcher_pid, old_mask, spec.confine);
     }
     const int fork_errno = errno;
     close(out_pipe[1]);

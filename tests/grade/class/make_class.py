@@ -193,7 +193,22 @@ def attack_forged_all_reduce(b):
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (c)")
     b.add("attack-forged-all-reduce", files, {"lab01": "build_error"},
           "(c) g's forward is an all_gather + local sum (tp x the bytes) run with the recorder off, and a forged "
-          "all_reduce CommRecord is appended: the numbers are right, the communication is not the one recorded")
+          "all_reduce CommRecord is appended: the numbers are right, the communication is not the one recorded",
+          without_symbol_rule={"lab01": "fail"})
+
+
+def attack_private_public(b):
+    body = source("h_private_public.cpp.in", b.params)
+    edits = [{"file": LAB01_MAPPINGS, "from": '#include "engine/tensor_parallel/mappings.h"\n',
+              "to": "#include <mutex>\n#include <string>\n#include <vector>\n#include <map>\n#include <chrono>\n"
+                    "#include <nlohmann/json.hpp>\n#define private public\n#include \"engine/comm/recorder.h\"\n"
+                    "#undef private\n#include \"engine/ops/elementwise.h\"\n#include \"engine/tensor_parallel/mappings.h\"\n"},
+             {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n", "to": body}]
+    files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (h)")
+    b.add("attack-private-public", files, {"lab01": "fail"},
+          "(h) attack (c) with no forbidden symbol: the recorder's private fields written through `#define private "
+          "public`; only the grader's witness relay, which carries every byte, sees the all_gather",
+          without_symbol_rule={"lab01": "fail"})
 
 
 def attack_forge_f_g(b):
@@ -283,6 +298,7 @@ def build_class(repo, size, bounded):
     attack_include_solution(b)
     attack_exec_solution(b)
     attack_forged_all_reduce(b)
+    attack_private_public(b)
     attack_leak_seed(b)
     attack_forge_f_g(b)
     attack_read_tp1_dumps(b)

@@ -1,0 +1,215 @@
+// The witness's verdict (witness_judge.h).
+#include "checkers/grader/witness_judge.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tpsp::checkers {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+bool g_required = false;
+
+/// One call as both sides can state it: what the transport was handed.
+struct Seen {
+  std::string op;
+  uint64_t bytes = 0;
+  std::string reduce;
+  int arg = -1;
+  bool pending = false;  // the record's call never completed (may be missing from the relay's log)
+  std::string str() const {
+    std::string s = fmt::format("{} of {} bytes", op, bytes);
+    if (op == "all_reduce" || op == "reduce_scatter") s += " (" + reduce + ")";
+    if (arg >= 0)
+      s += (op == "broadcast" ? " from root "
+            : op == "send"    ? " to rank "
+                              : " from rank ") +
+           std::to_string(arg);
+    return s;
+  }
+  bool operator==(const Seen& o) const {
+    const bool reduces = op == "all_reduce" || op == "reduce_scatter";
+    return op == o.op && bytes == o.bytes && (!reduces || reduce == o.reduce) && arg == o.arg;
+  }
+};
+
+int64_t numel(const json& shape) {
+  int64_t n = 1;
+  for (const json& d : shape) n *= d.get<int64_t>();
+  return n;
+}
+
+/// What the ProcessGroup hands its transport for a recorded call (process_group_calls.cpp): reductions
+/// in float32 whatever the dtype, an all_gather's own shard, a broadcast's payload from its root only.
+/// `skip` when the call moves nothing between ranks (a group of one, an empty tensor, new_group).
+Seen from_record(const json& c, int group_size, int group_rank, bool& skip) {
+  Seen s;
+  s.op = c.value("op", "");
+  const uint64_t tb = c.value("tensor_bytes", uint64_t{0});
+  const int64_t n = numel(c.value("shape", json::array()));
+  s.reduce = c.value("reduce", "sum");
+  const int peer = c.value("peer", -1);
+  skip = s.op == "new_group" || group_size <= 1 || (s.op != "barrier" && tb == 0);
+  if (s.op == "all_reduce" || s.op == "reduce_scatter")
+    s.bytes = static_cast<uint64_t>(n) * 4;
+  else if (s.op == "all_gather")
+    s.bytes = tb / static_cast<uint64_t>(group_size);
+  else if (s.op == "broadcast")
+    s.bytes = peer == group_rank ? tb : 0;
+  else if (s.op != "barrier")
+    s.bytes = tb;
+  if (s.op == "broadcast" || s.op == "send" || s.op == "recv") s.arg = peer;
+  s.pending = !c.value("waited", true) && c.value("t_end", 0.0) == 0.0;
+  return s;
+}
+
+Seen from_log(const json& e) {
+  Seen s;
+  s.op = e.value("op", "");
+  s.bytes = e.value("bytes", uint64_t{0});
+  s.reduce = e.value("reduce", "sum");
+  s.arg = e.value("arg", -1);
+  return s;
+}
+
+/// The first difference between one group's recorded calls and the relay's, or "".
+std::string compare(const std::string& group, const std::vector<Seen>& rec, const std::vector<Seen>& wit) {
+  for (std::size_t i = 0; i < std::max(rec.size(), wit.size()); ++i) {
+    if (i >= wit.size()) {
+      if (rec[i].pending) continue;  // issued, never completed: it may not have reached the relay
+      return fmt::format("group {}, call {}: the record lists {}, the relay carried no such call", group,
+                         i + 1, rec[i].str());
+    }
+    if (i >= rec.size())
+      return fmt::format("group {}, call {}: the relay carried {}, which the record does not list", group,
+                         i + 1, wit[i].str());
+    if (!(rec[i] == wit[i]))
+      return fmt::format("group {}, call {}: the record lists {}, the relay carried {}", group, i + 1,
+                         rec[i].str(), wit[i].str());
+  }
+  return "";
+}
+
+/// The problems of one run: ctx `ctx` of the log against DIR/rank<w>/result.json.
+std::vector<std::string> judge_run(const std::vector<json>& log, int ctx, const PlannedRun& run) {
+  std::vector<std::string> problems;
+  const int world = run.layout.world();
+  std::map<std::string, int> sizes{{"world", world}, {"tp", run.layout.tp}, {"dp", run.layout.dp}};
+  for (const json& e : log)
+    if (e.value("ctx", -2) == ctx && e.contains("group"))
+      sizes[e["group"].get<std::string>()] = e.value("group_size", 1);
+  for (int w = 0; w < world; ++w) {
+    for (const json& e : log)
+      if (e.value("rank", -1) == w && e.contains("violation") &&
+          (e.value("ctx", -2) == ctx || e.value("ctx", -2) < 0))
+        problems.push_back(
+            fmt::format("rank {} broke the relay's protocol: {}", w, e["violation"].get<std::string>()));
+    const fs::path p = fs::path(run.dir) / ("rank" + std::to_string(w)) / "result.json";
+    std::ifstream in(p);
+    if (!in) continue;
+    const json result = json::parse(in, nullptr, false);
+    if (!result.is_object() || !result.contains("calls") || !result["calls"].is_array()) continue;
+    // Per group: collectives in seq order, point-to-point in issue order (both are how result.json lists
+    // them).
+    std::map<std::string, std::vector<Seen>> rec_coll, rec_p2p, wit_coll, wit_p2p;
+    std::map<std::string, int> group_rank;
+    for (const json& e : log) {
+      if (e.value("ctx", -2) != ctx || e.value("rank", -1) != w || !e.contains("kind")) continue;
+      const std::string kind = e["kind"], group = e.value("group", "");
+      group_rank[group] = e.value("group_rank", 0);
+      if (e.value("group_size", 1) <= 1) continue;
+      if (kind == "collective") wit_coll[group].push_back(from_log(e));
+      if (kind == "send" || kind == "recv") wit_p2p[group].push_back(from_log(e));
+    }
+    std::vector<std::pair<uint64_t, const json*>> coll;
+    for (const json& c : result["calls"]) coll.emplace_back(c.value("seq", uint64_t{0}), &c);
+    std::stable_sort(coll.begin(), coll.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const json& c : result["calls"]) {  // point-to-point: as listed (issue order)
+      const std::string op = c.value("op", ""), group = c.value("group", "");
+      if (op != "send" && op != "recv") continue;
+      bool skip = false;
+      const Seen s = from_record(c, sizes.count(group) ? sizes[group] : 0, group_rank[group], skip);
+      if (!skip) rec_p2p[group].push_back(s);
+    }
+    for (const auto& [seq, c] : coll) {
+      const std::string op = c->value("op", ""), group = c->value("group", "");
+      if (op == "send" || op == "recv") continue;
+      bool skip = false;
+      const Seen s = from_record(*c, sizes.count(group) ? sizes[group] : 0, group_rank[group], skip);
+      if (!skip) rec_coll[group].push_back(s);
+    }
+    std::vector<std::string> diffs;
+    for (auto* pair : {&rec_coll, &wit_coll, &rec_p2p, &wit_p2p})
+      for (const auto& [group, unused] : *pair) (void)unused, diffs.push_back(group);
+    std::sort(diffs.begin(), diffs.end());
+    diffs.erase(std::unique(diffs.begin(), diffs.end()), diffs.end());
+    for (const std::string& group : diffs)
+      for (const std::string& d : {compare(group, rec_coll[group], wit_coll[group]),
+                                   compare(group + " (point-to-point)", rec_p2p[group], wit_p2p[group])})
+        if (!d.empty()) {
+          problems.push_back(fmt::format("rank {}: {}", w, d));
+          break;
+        }
+  }
+  return problems;
+}
+
+}  // namespace
+
+void judge_witness(const std::string& relay_log, const std::vector<const PlannedRun*>& runs) {
+  std::vector<json> log;
+  std::ifstream in(relay_log);
+  for (std::string line; std::getline(in, line);) {
+    json e = json::parse(line, nullptr, false);
+    if (e.is_object()) log.push_back(std::move(e));
+  }
+  int worlds = 0;  // each scenario joins one world (ranks_main.cpp); one more is a world of the code's own
+  for (const json& e : log) worlds = std::max(worlds, e.value("ctx", -1) + 1);
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    json out = {{"problems", json::array()}};
+    if (!in.is_open() && log.empty()) out["problems"].push_back("the witness relay left no log");
+    if (worlds > static_cast<int>(runs.size()))
+      out["problems"].push_back(
+          fmt::format("the ranks joined {} worlds through the relay where the launch ran {} scenario(s): a "
+                      "scenario's code may "
+                      "not start a world of its own (comm::init_from_env)",
+                      worlds, runs.size()));
+    for (std::string& p : judge_run(log, static_cast<int>(k), *runs[k]))
+      out["problems"].push_back(std::move(p));
+    std::ofstream(runs[k]->dir + ".witness.json") << out.dump(1) << "\n";
+  }
+}
+
+std::string witness_problem(const std::string& dir) {
+  std::ifstream in(dir + ".witness.json");
+  if (!in)
+    return g_required ? "the grader has no witness record of this run's communication (an internal error)"
+                      : "";
+  const json j = json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("problems") || !j["problems"].is_array())
+    return "the witness record of this run is unreadable (an internal error)";
+  if (j["problems"].empty()) return "";
+  std::string text =
+      "the communication record does not match what the grader's relay carried between the ranks (under "
+      "./grade "
+      "every byte goes through it, and a record must come from the calls the code really makes):";
+  for (const json& p : j["problems"]) text += "\n      " + p.get<std::string>();
+  return text;
+}
+
+void require_witness() {
+  g_required = true;
+}
+
+}  // namespace tpsp::checkers

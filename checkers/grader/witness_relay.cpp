@@ -1,0 +1,454 @@
+// The witness relay (witness_relay.h): one poll() loop over the ranks' sockets; requests are matched by
+// (group, tag) for collectives, by (group, ordinal) for hellos and new_group, and in FIFO order per
+// (group, source, destination) for point-to-point.
+#include "checkers/grader/witness_relay.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine/comm/op.h"
+#include "engine/comm/relay/protocol.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using comm::OpKind;
+using comm::ReduceOp;
+using comm::relay::Frame;
+using comm::relay::Kind;
+using comm::relay::Status;
+using nlohmann::json;
+using Bytes = std::vector<unsigned char>;
+
+struct Request {
+  int rank = 0;  // world rank
+  Frame f;
+  Bytes payload;
+};
+
+struct Group {
+  int ctx = 0;
+  std::string key, name;
+  std::vector<int> ranks;  // world ranks, in group-rank order
+  int group_rank(int world_rank) const {
+    const auto it = std::find(ranks.begin(), ranks.end(), world_rank);
+    return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+  }
+};
+
+struct Conn {
+  int fd = -1;
+  bool open = true;
+  Bytes in;
+  Bytes out;
+  std::size_t out_pos = 0;
+  int hellos = 0;                      // worlds joined (the ctx of the next hello)
+  std::map<uint32_t, int> new_groups;  // per parent group: new_group calls made
+};
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::hello:
+      return "hello";
+    case Kind::collective:
+      return "collective";
+    case Kind::send:
+      return "send";
+    case Kind::recv:
+      return "recv";
+    case Kind::new_group:
+      return "new_group";
+    default:
+      return "reply";
+  }
+}
+
+class Relay {
+ public:
+  Relay(const std::vector<int>& fds, std::FILE* log) : log_(log) {
+    for (int fd : fds) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+      Conn c;
+      c.fd = fd;
+      conns_.push_back(std::move(c));
+    }
+  }
+
+  void run() {
+    for (;;) {
+      std::vector<pollfd> pfds;
+      std::vector<int> who;
+      for (std::size_t r = 0; r < conns_.size(); ++r) {
+        Conn& c = conns_[r];
+        if (!c.open) continue;
+        pfds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.size() > c.out_pos ? POLLOUT : 0)), 0});
+        who.push_back(static_cast<int>(r));
+      }
+      if (pfds.empty()) return;
+      if (::poll(pfds.data(), pfds.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      for (std::size_t i = 0; i < pfds.size(); ++i) {
+        const int r = who[i];
+        if (pfds[i].revents & POLLOUT) flush(r);
+        if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) receive(r);
+      }
+    }
+  }
+
+ private:
+  // ---- the sockets ------------------------------------------------------------------------------
+
+  void receive(int r) {
+    Conn& c = conns_[static_cast<std::size_t>(r)];
+    unsigned char buf[1 << 16];
+    const ssize_t n = ::read(c.fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) return close(r);
+    c.in.insert(c.in.end(), buf, buf + n);
+    while (c.open && c.in.size() >= sizeof(Frame)) {
+      Frame f;
+      std::memcpy(&f, c.in.data(), sizeof f);
+      if (f.magic != comm::relay::kMagic || f.bytes > comm::relay::kMaxPayload)
+        return violation(r, "a malformed frame (no magic, or a payload over the limit)");
+      if (c.in.size() < sizeof f + f.bytes) return;
+      Request q{
+          r, f,
+          Bytes(c.in.begin() + sizeof f, c.in.begin() + static_cast<std::ptrdiff_t>(sizeof f + f.bytes))};
+      c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(sizeof f + f.bytes));
+      handle(std::move(q));
+    }
+  }
+
+  void flush(int r) {
+    Conn& c = conns_[static_cast<std::size_t>(r)];
+    while (c.out_pos < c.out.size()) {
+      const ssize_t n = ::write(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n <= 0) return close(r);
+      c.out_pos += static_cast<std::size_t>(n);
+    }
+    c.out.clear();
+    c.out_pos = 0;
+  }
+
+  void close(int r) {
+    Conn& c = conns_[static_cast<std::size_t>(r)];
+    if (!c.open) return;
+    c.open = false;
+    ::close(c.fd);
+  }
+
+  void reply(const Request& q, Status st, const void* data, std::size_t bytes, uint32_t group = 0) {
+    Conn& c = conns_[static_cast<std::size_t>(q.rank)];
+    if (!c.open) return;
+    Frame f;
+    f.kind = Kind::reply;
+    f.status = st;
+    f.req = q.f.req;
+    f.group = group;
+    f.bytes = bytes;
+    const auto* h = reinterpret_cast<const unsigned char*>(&f);
+    c.out.insert(c.out.end(), h, h + sizeof f);
+    const auto* p = static_cast<const unsigned char*>(data);
+    if (bytes > 0) c.out.insert(c.out.end(), p, p + bytes);
+    flush(q.rank);
+  }
+
+  void error(const Request& q, const std::string& text) { reply(q, Status::error, text.data(), text.size()); }
+
+  void violation(int r, const std::string& what) {
+    log({{"ctx", conns_[static_cast<std::size_t>(r)].hellos - 1}, {"rank", r}, {"violation", what}});
+    close(r);
+  }
+
+  void log(const json& line) {
+    const std::string s = line.dump() + "\n";
+    if (std::fwrite(s.data(), 1, s.size(), log_) != s.size() || std::fflush(log_) != 0) {
+      for (std::size_t r = 0; r < conns_.size(); ++r) close(static_cast<int>(r));  // no witness, no service
+    }
+  }
+
+  // ---- requests ---------------------------------------------------------------------------------
+
+  void handle(Request q) {
+    Conn& c = conns_[static_cast<std::size_t>(q.rank)];
+    if (q.f.kind == Kind::hello) return hello(std::move(q));
+    const auto g = groups_.find(q.f.group);
+    const int gr = g == groups_.end() ? -1 : g->second.group_rank(q.rank);
+    if (gr < 0)
+      return violation(q.rank, fmt::format("a request in group id {}, of which it is no member", q.f.group));
+    const Group& grp = g->second;
+    const int n = static_cast<int>(grp.ranks.size());
+    const bool op_ok = q.f.kind != Kind::collective || (q.f.op <= static_cast<uint8_t>(OpKind::barrier) &&
+                                                        q.f.op != static_cast<uint8_t>(OpKind::send) &&
+                                                        q.f.op != static_cast<uint8_t>(OpKind::recv));
+    if (!op_ok || q.f.reduce > static_cast<uint8_t>(ReduceOp::max) ||
+        ((q.f.kind == Kind::send || q.f.kind == Kind::recv) &&
+         (q.f.arg < 0 || q.f.arg >= n || q.f.arg == gr)) ||
+        (q.f.kind == Kind::recv && q.f.aux > comm::relay::kMaxPayload))
+      return violation(q.rank, "a request with an unknown op, reduction or peer");
+    json line = {{"ctx", grp.ctx},
+                 {"rank", q.rank},
+                 {"kind", kind_name(q.f.kind)},
+                 {"group", grp.name},
+                 {"group_rank", gr},
+                 {"group_size", n},
+                 {"tag", q.f.tag},
+                 {"bytes", q.f.kind == Kind::recv ? q.f.aux : q.f.bytes},
+                 {"reduce", comm::reduce_op_name(static_cast<ReduceOp>(q.f.reduce))},
+                 {"arg", q.f.arg}};
+    line["op"] =
+        q.f.kind == Kind::collective ? comm::op_name(static_cast<OpKind>(q.f.op)) : kind_name(q.f.kind);
+    log(line);
+    switch (q.f.kind) {
+      case Kind::collective: {
+        const auto key = std::make_pair(q.f.group, q.f.tag);
+        return arrive(
+            pending_[key], gr, n, std::move(q),
+            [this, grp](std::vector<Request>& all) { collective(grp, all); },
+            [this, key] { pending_.erase(key); });
+      }
+      case Kind::new_group: {  // matched by the ordinal of the call in its parent group (it has no tag)
+        const auto key =
+            std::make_pair(q.f.group, 0x80000000u | static_cast<uint32_t>(c.new_groups[q.f.group]++));
+        return arrive(
+            pending_[key], gr, n, std::move(q),
+            [this, grp](std::vector<Request>& all) { new_group(grp, all); },
+            [this, key] { pending_.erase(key); });
+      }
+      case Kind::send:
+      case Kind::recv:
+        return p2p(gr, std::move(q));
+      default:
+        return violation(q.rank, "a request of an unknown kind");
+    }
+  }
+
+  /// Files `q` as group rank gr's part of a call of n ranks; runs `done` once every part is there.
+  template <class Done, class Erase>
+  void arrive(std::vector<std::optional<Request>>& slot, int gr, int n, Request q, Done done, Erase erase) {
+    if (slot.empty()) slot.resize(static_cast<std::size_t>(n));
+    if (slot[static_cast<std::size_t>(gr)]) return violation(q.rank, "two requests under one tag");
+    slot[static_cast<std::size_t>(gr)] = std::move(q);
+    if (std::any_of(slot.begin(), slot.end(), [](const auto& s) { return !s; })) return;
+    std::vector<Request> all;
+    for (auto& s : slot) all.push_back(std::move(*s));
+    erase();
+    done(all);
+  }
+
+  void hello(Request q) {
+    Conn& c = conns_[static_cast<std::size_t>(q.rank)];
+    const int ctx = c.hellos++;
+    log({{"ctx", ctx},
+         {"rank", q.rank},
+         {"kind", "hello"},
+         {"group", "world"},
+         {"group_rank", q.rank},
+         {"group_size", conns_.size()},
+         {"op", "hello"},
+         {"tag", 0},
+         {"bytes", q.f.bytes},
+         {"reduce", "sum"},
+         {"arg", -1}});
+    auto& slot = hellos_[ctx];
+    const int n = static_cast<int>(conns_.size());
+    arrive(
+        slot, q.rank, n, std::move(q),
+        [this, ctx, n](std::vector<Request>& all) {
+          Group g;
+          g.ctx = ctx;
+          g.key = std::string(all[0].payload.begin(), all[0].payload.end());
+          g.name = "world";
+          for (int r = 0; r < n; ++r) g.ranks.push_back(r);
+          const uint32_t id = next_group_++;
+          groups_[id] = g;
+          for (const Request& r : all) reply(r, Status::ok, nullptr, 0, id);
+        },
+        [this, ctx] { hellos_.erase(ctx); });
+  }
+
+  void new_group(const Group& parent, std::vector<Request>& all) {
+    if (std::any_of(all.begin(), all.end(), [&](const Request& r) { return r.payload != all[0].payload; })) {
+      for (const Request& e : all)
+        error(e, fmt::format("new_group mismatch in group {}: the ranks asked for different groups",
+                             parent.name));
+      return;
+    }
+    const Bytes& p = all[0].payload;
+    const auto zero = std::find(p.begin(), p.end(), 0);
+    const std::size_t members = static_cast<std::size_t>(p.end() - zero - 1) / sizeof(int32_t);
+    if (zero == p.end() || members != all[0].f.aux || members == 0) {
+      for (const Request& e : all) error(e, "a malformed new_group request");
+      return;
+    }
+    Group g;
+    g.ctx = parent.ctx;
+    g.key.assign(p.begin(), zero);
+    // ProcessGroup names a child "<parent key>.<n>-<name>" (process_group.cpp new_group).
+    const std::size_t dash = g.key.find('-', std::min(g.key.size(), parent.key.size() + 1));
+    g.name = dash == std::string::npos ? g.key : g.key.substr(dash + 1);
+    for (std::size_t i = 0; i < members; ++i) {
+      int32_t m = 0;
+      std::memcpy(&m, &*(zero + 1 + static_cast<std::ptrdiff_t>(i * sizeof m)), sizeof m);
+      if (m < 0 || m >= static_cast<int32_t>(parent.ranks.size())) {
+        for (const Request& e : all) error(e, "new_group: a member outside the parent group");
+        return;
+      }
+      g.ranks.push_back(parent.ranks[static_cast<std::size_t>(m)]);
+    }
+    const uint32_t id = next_group_++;
+    groups_[id] = g;
+    for (const Request& r : all) reply(r, Status::ok, nullptr, 0, g.group_rank(r.rank) >= 0 ? id : 0);
+  }
+
+  // ---- the collectives --------------------------------------------------------------------------
+
+  static std::string call_str(const Request& r) {
+    return fmt::format("{} ({} bytes{})", comm::op_name(static_cast<OpKind>(r.f.op)), r.f.bytes,
+                       r.f.arg >= 0 ? fmt::format(", root {}", r.f.arg) : "");
+  }
+
+  void collective(const Group& g, std::vector<Request>& all) {
+    const Request& a = all[0];
+    const auto op = static_cast<OpKind>(a.f.op);
+    const std::size_t n = all.size();
+    for (std::size_t i = 1; i < n; ++i) {
+      const Request& b = all[i];
+      const bool same_bytes = op == OpKind::broadcast || b.f.bytes == a.f.bytes;
+      if (b.f.op != a.f.op || b.f.reduce != a.f.reduce || b.f.arg != a.f.arg || !same_bytes) {
+        const std::string text =
+            fmt::format("collective mismatch in group {}: rank {} called {} where rank {} called {}", g.name,
+                        b.rank, call_str(b), a.rank, call_str(a));
+        for (const Request& e : all) error(e, text);
+        return;
+      }
+    }
+    const auto bad = [&](const std::string& why) {
+      for (const Request& e : all)
+        error(e, fmt::format("{} in group {}: {}", comm::op_name(op), g.name, why));
+    };
+    const std::size_t bytes = a.f.bytes;
+    switch (op) {
+      case OpKind::all_reduce: {
+        if (bytes % 4) return bad("a float32 buffer of a byte count not divisible by 4");
+        Bytes sum = reduce(all, 0, bytes, static_cast<ReduceOp>(a.f.reduce));
+        for (const Request& r : all) reply(r, Status::ok, sum.data(), bytes);
+        return;
+      }
+      case OpKind::reduce_scatter: {
+        if (bytes % (4 * n)) return bad("an input not divisible into float32 chunks, one per rank");
+        const std::size_t chunk = bytes / n;
+        for (std::size_t i = 0; i < n; ++i) {
+          Bytes part = reduce(all, i * chunk, chunk, static_cast<ReduceOp>(a.f.reduce));
+          reply(all[i], Status::ok, part.data(), chunk);
+        }
+        return;
+      }
+      case OpKind::all_gather: {
+        Bytes out;
+        for (const Request& r : all) out.insert(out.end(), r.payload.begin(), r.payload.end());
+        for (const Request& r : all) reply(r, Status::ok, out.data(), out.size());
+        return;
+      }
+      case OpKind::all_to_all: {
+        if (bytes % n) return bad("an input not divisible into one chunk per rank");
+        const std::size_t chunk = bytes / n;
+        for (std::size_t j = 0; j < n; ++j) {
+          Bytes out;
+          for (const Request& r : all)
+            out.insert(out.end(), r.payload.begin() + static_cast<std::ptrdiff_t>(j * chunk),
+                       r.payload.begin() + static_cast<std::ptrdiff_t>((j + 1) * chunk));
+          reply(all[j], Status::ok, out.data(), out.size());
+        }
+        return;
+      }
+      case OpKind::broadcast: {
+        if (a.f.arg < 0 || a.f.arg >= static_cast<int>(n)) return bad("a root outside the group");
+        const Bytes& data = all[static_cast<std::size_t>(a.f.arg)].payload;
+        for (const Request& r : all) reply(r, Status::ok, data.data(), data.size());
+        return;
+      }
+      case OpKind::barrier:
+        for (const Request& r : all) reply(r, Status::ok, nullptr, 0);
+        return;
+      default:
+        return bad("not a collective");
+    }
+  }
+
+  /// Element-wise reduction of float32 bytes [off, off+len) of every request's payload.
+  static Bytes reduce(const std::vector<Request>& all, std::size_t off, std::size_t len, ReduceOp op) {
+    std::vector<float> acc(len / 4);
+    std::memcpy(acc.data(), all[0].payload.data() + off, len);
+    for (std::size_t i = 1; i < all.size(); ++i) {
+      const auto* v = reinterpret_cast<const unsigned char*>(all[i].payload.data() + off);
+      for (std::size_t k = 0; k < acc.size(); ++k) {
+        float x;
+        std::memcpy(&x, v + 4 * k, 4);
+        acc[k] = op == ReduceOp::sum ? acc[k] + x : std::max(acc[k], x);
+      }
+    }
+    Bytes out(len);
+    std::memcpy(out.data(), acc.data(), len);
+    return out;
+  }
+
+  // ---- point-to-point ---------------------------------------------------------------------------
+
+  void p2p(int gr, Request q) {
+    const bool is_send = q.f.kind == Kind::send;
+    const int src = is_send ? gr : q.f.arg, dst = is_send ? q.f.arg : gr;
+    auto& [sends, recvs] = p2p_[{q.f.group, src, dst}];
+    (is_send ? sends : recvs).push_back(std::move(q));
+    while (!sends.empty() && !recvs.empty()) {
+      Request s = std::move(sends.front()), r = std::move(recvs.front());
+      sends.pop_front();
+      recvs.pop_front();
+      if (s.payload.size() != r.f.aux) {
+        const std::string text =
+            fmt::format("a send of {} bytes met a recv of {} bytes (group rank {} to {})", s.payload.size(),
+                        r.f.aux, src, dst);
+        error(s, text);
+        error(r, text);
+        continue;
+      }
+      reply(r, Status::ok, s.payload.data(), s.payload.size());
+      reply(s, Status::ok, nullptr, 0);
+    }
+  }
+
+  std::FILE* log_;
+  std::vector<Conn> conns_;
+  uint32_t next_group_ = 1;
+  std::map<uint32_t, Group> groups_;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::optional<Request>>> pending_;
+  std::map<int, std::vector<std::optional<Request>>> hellos_;
+  std::map<std::tuple<uint32_t, int, int>, std::pair<std::deque<Request>, std::deque<Request>>> p2p_;
+};
+
+}  // namespace
+
+void serve_witness_relay(const std::vector<int>& fds, const std::string& log_path) {
+  std::FILE* log = std::fopen(log_path.c_str(), "we");
+  if (!log) return;
+  Relay(fds, log).run();
+  std::fclose(log);
+}
+
+}  // namespace tpsp::checkers

@@ -1,0 +1,29 @@
+// The witness relay: under ./grade (confined launches) the ranks' only transport. It moves every byte
+// between the ranks itself (engine/comm/relay/protocol.h; the ranks' side is RelayBackend) and writes
+// each request down as it arrives, in a file the ranks cannot reach, so that the grader compares each
+// rank's own record of its calls with what really crossed (witness_judge.h). A record forged in the
+// rank's memory (a recorder switched off, fields written through `#define private public`, calls made
+// on the backend directly) then no longer matches (issue 13).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tpsp::checkers {
+
+/// Serves the ranks of one launch: fds[w] is world rank w's end of its socket (the rank holds the
+/// other end as descriptor 3). Returns when every socket is closed. Writes one JSON object per line to
+/// `log_path` (created or truncated), before it acts on the request:
+///   {"ctx", "rank", "kind": "hello" | "collective" | "send" | "recv" | "new_group", "group", "group_rank",
+///    "group_size", "op", "tag", "bytes", "reduce", "arg"}
+/// ctx: the index of the world (one per init_from_env of every rank: a batch's k-th scenario is ctx k);
+/// group: the group's name ("world", "tp", "dp", ...); bytes: what the rank handed over (recv: what it
+/// asked for); arg: the broadcast root, send destination or recv source (group ranks), else -1.
+/// A rank that breaks the protocol (a malformed frame, a group it is not in) gets a line
+/// {"ctx", "rank", "violation": "..."} and its socket is closed. Mismatched calls (ranks calling different
+/// collectives under one tag) are answered with an error on every rank of the call, in the words of the
+/// ProcessGroup's fingerprint check ("collective mismatch in group tp: ...").
+/// Never throws: a log that cannot be written ends the relay (the grader then finds no witness).
+void serve_witness_relay(const std::vector<int>& fds, const std::string& log_path);
+
+}  // namespace tpsp::checkers

@@ -1,0 +1,268 @@
+// The witness relay (checkers/grader/witness_relay.h) and its judge (witness_judge.h): forked ranks
+// talking through RelayBackend get the same results as over Gloo (small integers: exact in any order),
+// every call is in the relay's log with its bytes, mismatched calls fail on every rank, and the judge
+// names a record that differs from what the relay carried (issue 13's in-process forgery).
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "checkers/grader/witness_judge.h"
+#include "checkers/grader/witness_relay.h"
+#include "engine/comm/comm_error.h"
+#include "engine/comm/process_group.h"
+#include "engine/comm/relay/relay_backend.h"
+#include "tests/support/ranks.h"
+
+using namespace tpsp;
+using nlohmann::json;
+using testing::expect;
+using testing::expect_eq;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A relay serving `world` ranks in a forked child, writing its log under a fresh directory.
+struct RelayFixture {
+  std::string dir;
+  std::vector<int> rank_fds;
+  pid_t pid = -1;
+
+  explicit RelayFixture(int world) {
+    char tmpl[] = "/tmp/tpsp-witness-test.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    std::vector<int> relay_fds;
+    for (int r = 0; r < world; ++r) {
+      int sv[2];
+      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+      relay_fds.push_back(sv[0]);
+      rank_fds.push_back(sv[1]);
+    }
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      for (int fd : rank_fds) ::close(fd);
+      checkers::serve_witness_relay(relay_fds, dir + "/relay.jsonl");
+      std::_Exit(0);
+    }
+    for (int fd : relay_fds) ::close(fd);
+  }
+
+  /// The world group of rank `r` over the relay (run in that rank's process).
+  std::shared_ptr<comm::ProcessGroup> world(int r, int world_size, double timeout_s = 20) {
+    comm::GroupOptions o;
+    o.fingerprints = false;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    return comm::ProcessGroup::create_world(
+        comm::RelayBackend::connect_world(rank_fds[static_cast<std::size_t>(r)], r, world_size, "w",
+                                          o.timeout),
+        o);
+  }
+
+  /// Closes this process's ends, waits for the relay to end and returns its log lines.
+  std::vector<json> finish() {
+    for (int fd : rank_fds) ::close(fd);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    std::vector<json> lines;
+    std::ifstream in(dir + "/relay.jsonl");
+    for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
+    return lines;
+  }
+
+  ~RelayFixture() { fs::remove_all(dir); }
+};
+
+Tensor iota(const Shape& shape, float base) {
+  Tensor t(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = base + static_cast<float>(i);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("relay: the collectives, point-to-point and subgroups carry exact results and are logged") {
+  constexpr int n = 3;
+  RelayFixture relay(n);
+  const auto results = testing::run_ranks(n, [&](int r) {
+    auto world = relay.world(r, n);
+    Tensor a = iota({2, 3}, 10.f * static_cast<float>(r));
+    world->all_reduce(a);
+    for (int64_t i = 0; i < a.numel(); ++i)  // Σ_r (10r + i) = 30 + 3i
+      expect_eq(a.data()[i], 30.f + 3.f * static_cast<float>(i), "all_reduce");
+    const Tensor g = world->all_gather(iota({1, 2}, static_cast<float>(r)), 0);
+    expect_eq(g.size(0), int64_t{3}, "all_gather rows");
+    for (int q = 0; q < n; ++q) expect_eq(g.at({q, 1}), static_cast<float>(q + 1), "all_gather");
+    const Tensor rs = world->reduce_scatter(iota({3, 2}, 0.f), 0);  // every rank the same input
+    expect_eq(rs.at({0, 0}), 3.f * static_cast<float>(2 * r), "reduce_scatter");
+    Tensor b = r == 2 ? iota({4}, 7.f) : Tensor({4});
+    world->broadcast(b, 2);
+    expect_eq(b.data()[3], 10.f, "broadcast");
+    if (r == 0) world->send(iota({5}, 1.f), 1);
+    if (r == 1) {
+      Tensor got({5});
+      world->recv(got, 0);
+      expect_eq(got.data()[4], 5.f, "recv");
+    }
+    world->barrier();
+    auto pair = world->new_group({0, 2}, "pair");
+    if (r != 1) {
+      Tensor p = Tensor::full({2}, 1.f + static_cast<float>(r));
+      pair->all_reduce(p, comm::ReduceOp::max);
+      expect_eq(p.data()[0], 3.f, "all_reduce max in a subgroup");
+    }
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::summary(results));
+  const std::vector<json> log = relay.finish();
+  auto count = [&](const std::string& op, const std::string& group, uint64_t bytes) {
+    int c = 0;
+    for (const json& e : log)
+      if (e["op"] == op && e["group"] == group && e["bytes"] == bytes) ++c;
+    return c;
+  };
+  CHECK(count("hello", "world", 1) == 3);
+  CHECK(count("all_reduce", "world", 24) == 3);
+  CHECK(count("all_gather", "world", 8) == 3);
+  CHECK(count("reduce_scatter", "world", 24) == 3);
+  CHECK(count("broadcast", "world", 16) == 1);  // the root's payload only
+  CHECK(count("broadcast", "world", 0) == 2);
+  CHECK(count("send", "world", 20) == 1);
+  CHECK(count("recv", "world", 20) == 1);
+  CHECK(count("barrier", "world", 0) == 3);
+  CHECK(count("all_reduce", "pair", 8) == 2);
+  for (const json& e : log) CHECK_MESSAGE(e.value("ctx", -1) == 0, e.dump());
+}
+
+TEST_CASE("relay: ranks calling different collectives under one tag fail on every rank, naming both") {
+  RelayFixture relay(2);
+  const auto results = testing::run_ranks(2, [&](int r) {
+    auto world = relay.world(r, 2);
+    Tensor t = iota({4}, 0.f);
+    if (r == 0) world->all_reduce(t);
+    if (r == 1) world->all_gather(t, 0);
+  });
+  relay.finish();
+  REQUIRE(results.size() == 2);
+  for (const auto& res : results) {
+    CHECK_FALSE(res.ok);
+    CHECK_MESSAGE(testing::contains(res.message, "collective mismatch in group world"), res.message);
+    CHECK_MESSAGE(testing::contains(res.message, "all_gather (16 bytes)"), res.message);
+  }
+}
+
+TEST_CASE("relay: a peer that never calls is a timeout, not a hang") {
+  RelayFixture relay(2);
+  const auto results = testing::run_ranks(2, [&](int r) {
+    auto world = relay.world(r, 2, 1.0);
+    Tensor t = iota({4}, 0.f);
+    if (r == 0) world->all_reduce(t);
+  });
+  relay.finish();
+  CHECK_FALSE(results[0].ok);
+  CHECK_MESSAGE(testing::contains(results[0].message, "timed out"), results[0].message);
+  CHECK(results[1].ok);
+}
+
+namespace {
+
+/// A judged run in a fresh directory: rank<w>/result.json from `calls` per rank, the relay's log lines.
+std::string judge(const std::vector<json>& calls_per_rank, const std::vector<json>& log) {
+  char tmpl[] = "/tmp/tpsp-witness-judge.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string base = tmpl, dir = base + "/run";
+  for (std::size_t w = 0; w < calls_per_rank.size(); ++w) {
+    fs::create_directories(dir + "/rank" + std::to_string(w));
+    std::ofstream(dir + "/rank" + std::to_string(w) + "/result.json")
+        << json{{"status", "ok"}, {"calls", calls_per_rank[w]}};
+  }
+  {
+    std::ofstream out(base + "/relay.jsonl");
+    for (const json& e : log) out << e.dump() << "\n";
+  }
+  checkers::PlannedRun run;
+  run.layout.tp = static_cast<int>(calls_per_rank.size());
+  run.dir = dir;
+  checkers::judge_witness(base + "/relay.jsonl", {&run});
+  const std::string problem = checkers::witness_problem(dir);
+  fs::remove_all(base);
+  return problem;
+}
+
+json rec(const std::string& op, uint64_t seq, int64_t elems, bool waited = true) {
+  return {{"op", op},
+          {"group", "tp"},
+          {"seq", seq},
+          {"shape", {elems}},
+          {"tensor_bytes", 4 * elems},
+          {"reduce", "sum"},
+          {"peer", -1},
+          {"waited", waited},
+          {"t_end", waited ? 1.0 : 0.0}};
+}
+
+json seen(int rank, const std::string& op, uint64_t bytes) {
+  return {{"ctx", 0},        {"rank", rank},       {"kind", "collective"},
+          {"group", "tp"},   {"group_rank", rank}, {"group_size", 2},
+          {"op", op},        {"tag", 0},           {"bytes", bytes},
+          {"reduce", "sum"}, {"arg", -1}};
+}
+
+}  // namespace
+
+TEST_CASE("judge: a record that matches the relay passes; a forged op, a hidden call, a violation do not") {
+  const json ar = json::array({rec("all_reduce", 0, 8)});
+  SUBCASE("matching") {
+    CHECK(judge({ar, ar}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}) == "");
+  }
+  SUBCASE("an all_gather recorded as an all_reduce (attack c / h)") {
+    const std::string p = judge({ar, ar}, {seen(0, "all_gather", 32), seen(1, "all_gather", 32)});
+    CHECK_MESSAGE(
+        testing::contains(p,
+                          "rank 0: group tp, call 1: the record lists all_reduce of 32 bytes (sum), "
+                          "the relay carried all_gather of 32 bytes"),
+        p);
+  }
+  SUBCASE("a call the relay carried that the record hides") {
+    const std::string p = judge({ar, ar}, {seen(0, "all_reduce", 32), seen(0, "all_gather", 32),
+                                           seen(1, "all_reduce", 32), seen(1, "all_gather", 32)});
+    CHECK_MESSAGE(testing::contains(
+                      p, "call 2: the relay carried all_gather of 32 bytes, which the record does not list"),
+                  p);
+  }
+  SUBCASE("a call still in flight at the end may be missing from the relay's log") {
+    const json calls = json::array({rec("all_reduce", 0, 8), rec("all_gather", 1, 8, false)});
+    CHECK(judge({calls, calls}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}) == "");
+  }
+  SUBCASE("a completed call missing from the relay's log") {
+    const json calls = json::array({rec("all_reduce", 0, 8), rec("all_reduce", 1, 8)});
+    const std::string p = judge({calls, calls}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)});
+    CHECK_MESSAGE(
+        testing::contains(
+            p, "call 2: the record lists all_reduce of 32 bytes (sum), the relay carried no such call"),
+        p);
+  }
+  SUBCASE("a protocol violation") {
+    const std::string p = judge({ar, ar}, {seen(0, "all_reduce", 32),
+                                           seen(1, "all_reduce", 32),
+                                           {{"ctx", 0}, {"rank", 1}, {"violation", "x"}}});
+    CHECK_MESSAGE(testing::contains(p, "rank 1 broke the relay's protocol: x"), p);
+  }
+}
+
+TEST_CASE("judge: a world started by the scenario's own code is named") {
+  const json ar = json::array({rec("all_reduce", 0, 8)});
+  json other = seen(0, "all_gather", 32);
+  other["ctx"] = 1;
+  const std::string p = judge({ar, ar}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32), other});
+  CHECK_MESSAGE(
+      testing::contains(p, "the ranks joined 2 worlds through the relay where the launch ran 1 scenario(s)"),
+      p);
+}
