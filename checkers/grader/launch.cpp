@@ -37,6 +37,7 @@ namespace tpsp::checkers {
 namespace {
 
 std::optional<run::Confinement> g_confine;  // set by confine_launches
+bool g_relay = false;                       // set by use_relay
 long g_launches = 0;                        // launches so far (each confined one gets its own uid)
 
 /// The confinement of the next launch: its own uid.
@@ -112,6 +113,10 @@ void kill_uid(long uid) {
 }
 
 }  // namespace
+
+void use_relay(bool on) {
+  g_relay = on;
+}
 
 void confine_launches(const run::Confinement& limits) {
   g_confine = limits;
@@ -198,7 +203,8 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   WitnessRelay relay;
   if (!relay_log.empty()) {
     set["TPSP_RELAY_FD"] = "3";
-    set["TPSP_COMM_FINGERPRINT"] = "0";  // the relay compares the ranks' calls itself
+    // A witness's log must hold only the calls the ranks' code made; the relay compares the calls itself.
+    if (confine) set["TPSP_COMM_FINGERPRINT"] = "0";
   }
   std::vector<int> ranks;
   for (int r = 0; r < world; ++r) {
@@ -274,7 +280,7 @@ int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& ru
   }
   // A confined launch's ranks talk only through the witness relay, whose log lies beside `scratch` in
   // the grader's own directory (the ranks own `scratch`, so they could replace a file in it).
-  const std::string relay_log = confine ? scratch + ".relay.jsonl" : "";
+  const std::string relay_log = confine || g_relay ? scratch + ".relay.jsonl" : "";
   const int code = run_ranks(
       argv, first.layout.world(), budget,
       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},

@@ -20,6 +20,12 @@ namespace tpsp::checkers {
 /// (witness_relay.h, witness_judge.h). The grader must run as root. Without a call nothing is confined.
 void confine_launches(const run::Confinement& limits);
 
+/// Whether later unconfined launches connect their ranks through a relay in the checker (witness_relay.h,
+/// with fingerprints on; no log is judged) instead of Gloo over loopback TCP. A relay's rendezvous is one
+/// message per rank where Gloo's is a file store and a full mesh of TCP connections per run, which is most
+/// of a small run's cost. Confined launches always use the relay, as the witness.
+void use_relay(bool on);
+
 /// One run of a check: scenario `sc` in `layout` with SP on or off; its ranks dump under `dir`
 /// (rank<w>/ each, see checkers/rank/ranks_main.cpp).
 struct PlannedRun {
@@ -42,9 +48,10 @@ struct PlannedRun {
 /// was), then SIGKILL. Its output lines and the launcher's summary go to `log_path`.
 /// With `confine` (a confined launch), the ranks run under it, `store` is given to its uid and the
 /// launcher first enters its own namespaces (confine_launches).
-/// With a `relay_log`, the ranks' only transport is a witness relay (witness_relay.h) writing that file;
-/// each rank gets its socket as fd 3 (TPSP_RELAY_FD=3), fingerprints off (the relay compares the calls),
-/// and a confined launcher leaves the network down.
+/// With a `relay_log`, the ranks' only transport is a relay (witness_relay.h) writing that file; each
+/// rank gets its socket as fd 3 (TPSP_RELAY_FD=3). A confined launch also turns fingerprints off (its log
+/// must hold only the code's own calls; the relay compares the ranks' calls itself) and leaves the
+/// network down.
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
               const run::Confinement* confine = nullptr, const std::string& relay_log = "");
