@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/bench_grade.sh [LABS] — `make bench-grade`: ./grade over the full synthetic class (31 submissions:
+# bench/bench_grade.sh [LABS] — `make bench-grade`: ./grade over the full synthetic class (33 submissions:
 # tests/grade/class/make_class.py --size full) after the kit is built, every verdict checked
 # (tests/grade/check_verdicts.py), and the time printed: the class's wall time, and per (submission,
 # lab) task against the target of 20 s once the engine is built. Runs twice: a cold compiler

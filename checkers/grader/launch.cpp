@@ -38,13 +38,15 @@ namespace {
 
 std::optional<run::Confinement> g_confine;  // set by confine_launches
 bool g_relay = false;                       // set by use_relay
-long g_launches = 0;                        // launches so far (each confined one gets its own uid)
+long g_launches = 0;                        // launches so far (each confined one gets its own uids)
+constexpr int kMaxWorld = 16;               // uids per launch: rank w of a launch runs as its uid + w
 
-/// The confinement of the next launch: its own uid.
+/// The confinement of the next launch: its own block of kMaxWorld uids, one per rank (ranks of one launch
+/// cannot signal, trace or inspect each other: their only way to each other is the witness relay).
 std::optional<run::Confinement> next_confinement() {
   if (!g_confine) return std::nullopt;
   run::Confinement c = *g_confine;
-  c.uid += g_launches++ % 100000;
+  c.uid += (g_launches++ % 6000) * kMaxWorld;
   return c;
 }
 
@@ -210,6 +212,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   for (int r = 0; r < world; ++r) {
     set["RANK"] = set["LOCAL_RANK"] = std::to_string(r);
     spec.ranks.push_back({r, run::build_environment(set, {})});
+    if (confine) spec.ranks.back().uid = confine->uid + r;
     ranks.push_back(r);
   }
   std::error_code ec;
@@ -268,25 +271,33 @@ int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& ru
     argv.insert(argv.end(), {"--scenario", r->sc->id(), "--out", r->dir});
   }
   const std::optional<run::Confinement> confine = next_confinement();
-  if (confine) {
-    std::vector<std::string> dirs{scratch};
-    for (const PlannedRun* r : runs) dirs.push_back(r->dir);
-    for (const std::string& d : dirs)
-      if (!hand_over(d, confine->uid)) {
-        std::fprintf(stderr, "tpsp-check: cannot give %s to uid %ld: %s\n", d.c_str(), confine->uid,
-                     std::strerror(errno));
-        return 1;
+  const int world = first.layout.world();
+  if (confine) {  // each rank writes only DIR/rank<w>/, its own (root keeps DIR, 0711)
+    if (world > kMaxWorld) {
+      std::fprintf(stderr, "tpsp-check: a confined launch has at most %d ranks, not %d\n", kMaxWorld, world);
+      return 1;
+    }
+    for (const PlannedRun* r : runs)
+      for (int w = 0; w < world; ++w) {
+        const std::string d = r->dir + "/rank" + std::to_string(w);
+        std::error_code ec;
+        fs::create_directories(d, ec);
+        if (::chmod(r->dir.c_str(), 0711) != 0 || !hand_over(d, confine->uid + w)) {
+          std::fprintf(stderr, "tpsp-check: cannot give %s to uid %ld: %s\n", d.c_str(), confine->uid + w,
+                       std::strerror(errno));
+          return 1;
+        }
       }
   }
   // A confined launch's ranks talk only through the witness relay, whose log lies beside `scratch` in
-  // the grader's own directory (the ranks own `scratch`, so they could replace a file in it).
+  // the grader's own directory (never in a directory a rank owns, where it could be replaced).
   const std::string relay_log = confine || g_relay ? scratch + ".relay.jsonl" : "";
   const int code = run_ranks(
-      argv, first.layout.world(), budget,
+      argv, world, budget,
       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},
       scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr, relay_log);
   if (confine) {
-    kill_uid(confine->uid);
+    for (int w = 0; w < world; ++w) kill_uid(confine->uid + w);
     take_back(scratch);
     for (const PlannedRun* r : runs) take_back(r->dir);
     judge_witness(relay_log, runs);

@@ -12,12 +12,13 @@
 
 namespace tpsp::checkers {
 
-/// Confined runs (./grade; tpsp-check --confine-uid): every later launch runs its ranks as their own
-/// uid (`limits.uid` + a launch counter, so that no two launches share one), under `limits`' rlimits,
-/// in fresh mount, network and IPC namespaces of the launcher (a private /tmp and /dev/shm, no network
-/// interface up), with its run and rendezvous directories owned by that uid and closed to every other
-/// (0700), its ranks connected only through a witness relay whose log judges their records
-/// (witness_relay.h, witness_judge.h). The grader must run as root. Without a call nothing is confined.
+/// Confined runs (./grade; tpsp-check --confine-uid): every later launch runs each of its ranks as a
+/// uid of its own (`limits.uid` + 16 · the launch counter + the rank, so that no two ranks share one:
+/// they cannot signal, trace or inspect each other), under `limits`' rlimits, in fresh mount, network
+/// and IPC namespaces of the launcher (a private /tmp and /dev/shm, no network interface up); each rank
+/// writes only its own DIR/rank<w>/ (0700; DIR stays root's), and the ranks are connected only through
+/// a witness relay whose log judges their records (witness_relay.h, witness_judge.h). The grader must run
+/// as root. Without a call nothing is confined.
 void confine_launches(const run::Confinement& limits);
 
 /// Whether later unconfined launches connect their ranks through a relay in the checker (witness_relay.h,

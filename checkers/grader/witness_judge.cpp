@@ -9,7 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <set>
 
 namespace tpsp::checkers {
 
@@ -20,13 +20,15 @@ namespace fs = std::filesystem;
 
 bool g_required = false;
 
-/// One call as both sides can state it: what the transport was handed.
+/// One call as both sides can state it: what the transport was handed, and in which phase.
 struct Seen {
   std::string op;
   uint64_t bytes = 0;
   std::string reduce;
   int arg = -1;
+  std::string phase;
   bool pending = false;  // the record's call never completed (may be missing from the relay's log)
+  std::string bad;       // the record contradicts itself (tensor_bytes against shape and op)
   std::string str() const {
     std::string s = fmt::format("{} of {} bytes", op, bytes);
     if (op == "all_reduce" || op == "reduce_scatter") s += " (" + reduce + ")";
@@ -35,56 +37,74 @@ struct Seen {
             : op == "send"    ? " to rank "
                               : " from rank ") +
            std::to_string(arg);
-    return s;
+    return s + " in phase " + phase;
   }
   bool operator==(const Seen& o) const {
     const bool reduces = op == "all_reduce" || op == "reduce_scatter";
-    return op == o.op && bytes == o.bytes && (!reduces || reduce == o.reduce) && arg == o.arg;
+    return op == o.op && bytes == o.bytes && (!reduces || reduce == o.reduce) && arg == o.arg &&
+           phase == o.phase;
   }
 };
 
 int64_t numel(const json& shape) {
   int64_t n = 1;
-  for (const json& d : shape) n *= d.get<int64_t>();
+  for (const json& d : shape) n *= d.is_number_integer() ? d.get<int64_t>() : -1;
   return n;
 }
 
 /// What the ProcessGroup hands its transport for a recorded call (process_group_calls.cpp): reductions
 /// in float32 whatever the dtype, an all_gather's own shard, a broadcast's payload from its root only.
-/// `skip` when the call moves nothing between ranks (a group of one, an empty tensor, new_group).
+/// The grader's pattern check reads tensor_bytes, so it must follow from the shape (f32 or bf16: 4 or 2
+/// bytes an element) and from the bytes the relay carried. `skip` when the call moves nothing between
+/// ranks: a group of one, a collective on an empty tensor (ProcessGroup returns before the transport),
+/// new_group (the relay's own bookkeeping).
 Seen from_record(const json& c, int group_size, int group_rank, bool& skip) {
   Seen s;
   s.op = c.value("op", "");
+  s.phase = c.value("phase", "");
   const uint64_t tb = c.value("tensor_bytes", uint64_t{0});
   const int64_t n = numel(c.value("shape", json::array()));
+  const uint64_t n4 = static_cast<uint64_t>(std::max<int64_t>(n, 0)) * 4, n2 = n4 / 2;
+  const bool p2p = s.op == "send" || s.op == "recv";
   s.reduce = c.value("reduce", "sum");
   const int peer = c.value("peer", -1);
-  skip = s.op == "new_group" || group_size <= 1 || (s.op != "barrier" && tb == 0);
-  if (s.op == "all_reduce" || s.op == "reduce_scatter")
-    s.bytes = static_cast<uint64_t>(n) * 4;
-  else if (s.op == "all_gather")
-    s.bytes = tb / static_cast<uint64_t>(group_size);
-  else if (s.op == "broadcast")
+  skip = s.op == "new_group" || group_size <= 1 || (!p2p && s.op != "barrier" && tb == 0);
+  const uint64_t gs = static_cast<uint64_t>(std::max(group_size, 1));
+  bool fits = tb == n4 || tb == n2;  // tensor_bytes = numel · element size
+  if (s.op == "all_reduce" || s.op == "reduce_scatter") {
+    s.bytes = n4;
+  } else if (s.op == "all_gather") {
+    s.bytes = tb / gs;
+    fits = n >= 0 && tb % gs == 0 && (s.bytes == n4 || s.bytes == n2);  // the output: group size × the shard
+  } else if (s.op == "broadcast") {
     s.bytes = peer == group_rank ? tb : 0;
-  else if (s.op != "barrier")
+  } else if (s.op == "barrier") {
+    fits = tb == 0;
+  } else {
     s.bytes = tb;
-  if (s.op == "broadcast" || s.op == "send" || s.op == "recv") s.arg = peer;
+  }
+  if (!fits)
+    s.bad = fmt::format("{} #{}: tensor_bytes {} does not follow from its shape {}", s.op, c.value("seq", 0),
+                        tb, c.value("shape", json::array()).dump());
+  if (s.op == "broadcast" || p2p) s.arg = peer;
   s.pending = !c.value("waited", true) && c.value("t_end", 0.0) == 0.0;
   return s;
 }
 
-Seen from_log(const json& e) {
+Seen from_log(const json& e, const std::string& phase) {
   Seen s;
   s.op = e.value("op", "");
   s.bytes = e.value("bytes", uint64_t{0});
   s.reduce = e.value("reduce", "sum");
   s.arg = e.value("arg", -1);
+  s.phase = phase;
   return s;
 }
 
 /// The first difference between one group's recorded calls and the relay's, or "".
 std::string compare(const std::string& group, const std::vector<Seen>& rec, const std::vector<Seen>& wit) {
   for (std::size_t i = 0; i < std::max(rec.size(), wit.size()); ++i) {
+    if (i < rec.size() && !rec[i].bad.empty()) return "group " + group + ", " + rec[i].bad;
     if (i >= wit.size()) {
       if (rec[i].pending) continue;  // issued, never completed: it may not have reached the relay
       return fmt::format("group {}, call {}: the record lists {}, the relay carried no such call", group,
@@ -94,20 +114,47 @@ std::string compare(const std::string& group, const std::vector<Seen>& rec, cons
       return fmt::format("group {}, call {}: the relay carried {}, which the record does not list", group,
                          i + 1, wit[i].str());
     if (!(rec[i] == wit[i]))
-      return fmt::format("group {}, call {}: the record lists {}, the relay carried {}", group, i + 1,
-                         rec[i].str(), wit[i].str());
+      return fmt::format("group {}, call {}: the record lists {}, the relay carried {}{}", group, i + 1,
+                         rec[i].str(), wit[i].str(),
+                         rec[i].phase != wit[i].phase
+                             ? " (a call reaches the relay in the phase that issued it, "
+                               "unless it is async and still unwaited when the phase ends)"
+                             : "");
   }
   return "";
+}
+
+/// The groups of ctx `ctx` by name: their sizes, and a problem when one rank calls in two different
+/// groups of one name or a layout group ("world", "tp", "dp") has another size than the layout's.
+std::map<std::string, int> group_sizes(const std::vector<json>& log, int ctx, const Layout& layout,
+                                       std::vector<std::string>& problems) {
+  const std::map<std::string, int> expected{{"world", layout.world()}, {"tp", layout.tp}, {"dp", layout.dp}};
+  std::map<std::pair<int, std::string>, std::set<uint32_t>> ids;  // (rank, name) → group ids
+  std::map<std::string, int> sizes = expected;
+  for (const json& e : log) {
+    if (e.value("ctx", -2) != ctx || !e.contains("gid") || !e.contains("group")) continue;
+    const std::string name = e["group"];
+    const int rank = e.value("rank", -1);
+    const int n = e.value("group_size", 1);
+    if (ids[{rank, name}].insert(e.value("gid", 0u)).second && ids[{rank, name}].size() == 2)
+      problems.push_back(
+          fmt::format("rank {} called in two different groups named '{}': a group's name must say "
+                      "which it is",
+                      rank, name));
+    if (!expected.count(name)) sizes[name] = n;
+    if (expected.count(name) && n != expected.at(name))
+      problems.push_back(
+          fmt::format("rank {} called in a group named '{}' of {} ranks, but this layout's '{}' has {}", rank,
+                      name, n, name, expected.at(name)));
+  }
+  return sizes;
 }
 
 /// The problems of one run: ctx `ctx` of the log against DIR/rank<w>/result.json.
 std::vector<std::string> judge_run(const std::vector<json>& log, int ctx, const PlannedRun& run) {
   std::vector<std::string> problems;
   const int world = run.layout.world();
-  std::map<std::string, int> sizes{{"world", world}, {"tp", run.layout.tp}, {"dp", run.layout.dp}};
-  for (const json& e : log)
-    if (e.value("ctx", -2) == ctx && e.contains("group"))
-      sizes[e["group"].get<std::string>()] = e.value("group_size", 1);
+  std::map<std::string, int> sizes = group_sizes(log, ctx, run.layout, problems);
   for (int w = 0; w < world; ++w) {
     for (const json& e : log)
       if (e.value("rank", -1) == w && e.contains("violation") &&
@@ -119,23 +166,35 @@ std::vector<std::string> judge_run(const std::vector<json>& log, int ctx, const 
     if (!in) continue;
     const json result = json::parse(in, nullptr, false);
     if (!result.is_object() || !result.contains("calls") || !result["calls"].is_array()) continue;
-    // Per group: collectives in seq order, point-to-point in issue order (both are how result.json lists
-    // them).
+    // The relay's side: calls in arrival order per group, each in the phase the rank's last mark named.
     std::map<std::string, std::vector<Seen>> rec_coll, rec_p2p, wit_coll, wit_p2p;
     std::map<std::string, int> group_rank;
+    std::string phase = "setup";
     for (const json& e : log) {
       if (e.value("ctx", -2) != ctx || e.value("rank", -1) != w || !e.contains("kind")) continue;
       const std::string kind = e["kind"], group = e.value("group", "");
+      if (kind == "mark") {
+        // "setup" (the calls before the scenario's first phase, which the pattern does not check) is
+        // never entered again: a mark of it comes from code that wants its calls left unchecked.
+        phase = e.value("phase", "");
+        if (phase == "setup")
+          problems.push_back(
+              fmt::format("rank {} marked phase 'setup' after its start (only the checker's scenario "
+                          "code marks phases)",
+                          w));
+        continue;
+      }
       group_rank[group] = e.value("group_rank", 0);
       if (e.value("group_size", 1) <= 1) continue;
-      if (kind == "collective") wit_coll[group].push_back(from_log(e));
-      if (kind == "send" || kind == "recv") wit_p2p[group].push_back(from_log(e));
+      if (kind == "collective") wit_coll[group].push_back(from_log(e, phase));
+      if (kind == "send" || kind == "recv") wit_p2p[group].push_back(from_log(e, phase));
     }
+    // The record's side: collectives in seq order, point-to-point in issue order (as result.json lists them).
     std::vector<std::pair<uint64_t, const json*>> coll;
     for (const json& c : result["calls"]) coll.emplace_back(c.value("seq", uint64_t{0}), &c);
     std::stable_sort(coll.begin(), coll.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const json& c : result["calls"]) {  // point-to-point: as listed (issue order)
+    for (const json& c : result["calls"]) {
       const std::string op = c.value("op", ""), group = c.value("group", "");
       if (op != "send" && op != "recv") continue;
       bool skip = false;
@@ -149,12 +208,12 @@ std::vector<std::string> judge_run(const std::vector<json>& log, int ctx, const 
       const Seen s = from_record(*c, sizes.count(group) ? sizes[group] : 0, group_rank[group], skip);
       if (!skip) rec_coll[group].push_back(s);
     }
-    std::vector<std::string> diffs;
+    std::vector<std::string> groups;
     for (auto* pair : {&rec_coll, &wit_coll, &rec_p2p, &wit_p2p})
-      for (const auto& [group, unused] : *pair) (void)unused, diffs.push_back(group);
-    std::sort(diffs.begin(), diffs.end());
-    diffs.erase(std::unique(diffs.begin(), diffs.end()), diffs.end());
-    for (const std::string& group : diffs)
+      for (const auto& entry : *pair) groups.push_back(entry.first);
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    for (const std::string& group : groups)
       for (const std::string& d : {compare(group, rec_coll[group], wit_coll[group]),
                                    compare(group + " (point-to-point)", rec_p2p[group], wit_p2p[group])})
         if (!d.empty()) {

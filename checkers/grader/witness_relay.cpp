@@ -48,9 +48,16 @@ struct Group {
   }
 };
 
+/// What one rank may make the relay hold at once (its unread input, its unsent replies, its requests
+/// waiting for their peers), bytes; and the most the relay's log may grow to, bytes. A rank past either
+/// is cut off as a protocol violation: a flood must not take the grader's memory or time.
+constexpr std::size_t kHeldPerRank = (std::size_t{1} << 26) + (std::size_t{1} << 25);
+constexpr std::size_t kMaxLog = std::size_t{16} << 20;
+
 struct Conn {
   int fd = -1;
   bool open = true;
+  std::size_t waiting_bytes = 0;  // payloads of its requests still waiting for their peers
   Bytes in;
   Bytes out;
   std::size_t out_pos = 0;
@@ -70,6 +77,8 @@ const char* kind_name(Kind k) {
       return "recv";
     case Kind::new_group:
       return "new_group";
+    case Kind::mark:
+      return "mark";
     default:
       return "reply";
   }
@@ -119,6 +128,9 @@ class Relay {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (n <= 0) return close(r);
     c.in.insert(c.in.end(), buf, buf + n);
+    if (held(r) > kHeldPerRank)
+      return violation(
+          r, "it made the relay hold over 96 MiB (requests without peers, replies it does not read)");
     while (c.open && c.in.size() >= sizeof(Frame)) {
       Frame f;
       std::memcpy(&f, c.in.data(), sizeof f);
@@ -176,11 +188,30 @@ class Relay {
     close(r);
   }
 
-  void log(const json& line) {
-    const std::string s = line.dump() + "\n";
+  /// Bytes rank r makes the relay hold now.
+  std::size_t held(int r) const {
+    const Conn& c = conns_[static_cast<std::size_t>(r)];
+    return c.in.size() + (c.out.size() - c.out_pos) + c.waiting_bytes;
+  }
+
+  /// Appends one line; false once the log is full (the last line then says so) or cannot be written.
+  bool log(const json& line) {
+    if (full_) return false;
+    std::string s = line.dump() + "\n";
+    if (logged_ + s.size() > kMaxLog) {
+      full_ = true;
+      s = json{{"ctx", -1},
+               {"rank", line.value("rank", -1)},
+               {"violation", "the relay's log is full (16 MiB): a flood"}}
+              .dump() +
+          "\n";
+    }
+    logged_ += s.size();
     if (std::fwrite(s.data(), 1, s.size(), log_) != s.size() || std::fflush(log_) != 0) {
       for (std::size_t r = 0; r < conns_.size(); ++r) close(static_cast<int>(r));  // no witness, no service
+      full_ = true;
     }
+    return !full_;
   }
 
   // ---- requests ---------------------------------------------------------------------------------
@@ -202,8 +233,17 @@ class Relay {
          (q.f.arg < 0 || q.f.arg >= n || q.f.arg == gr)) ||
         (q.f.kind == Kind::recv && q.f.aux > comm::relay::kMaxPayload))
       return violation(q.rank, "a request with an unknown op, reduction or peer");
+    if (q.f.kind == Kind::mark) {  // the checker's scenario code entering a phase (ranks_main.cpp)
+      if (!log({{"ctx", grp.ctx},
+                {"rank", q.rank},
+                {"kind", "mark"},
+                {"phase", std::string(q.payload.begin(), q.payload.end())}}))
+        return close(q.rank);
+      return reply(q, Status::ok, nullptr, 0);
+    }
     json line = {{"ctx", grp.ctx},
                  {"rank", q.rank},
+                 {"gid", q.f.group},
                  {"kind", kind_name(q.f.kind)},
                  {"group", grp.name},
                  {"group_rank", gr},
@@ -214,7 +254,7 @@ class Relay {
                  {"arg", q.f.arg}};
     line["op"] =
         q.f.kind == Kind::collective ? comm::op_name(static_cast<OpKind>(q.f.op)) : kind_name(q.f.kind);
-    log(line);
+    if (!log(line)) return close(q.rank);
     switch (q.f.kind) {
       case Kind::collective: {
         const auto key = std::make_pair(q.f.group, q.f.tag);
@@ -244,10 +284,14 @@ class Relay {
   void arrive(std::vector<std::optional<Request>>& slot, int gr, int n, Request q, Done done, Erase erase) {
     if (slot.empty()) slot.resize(static_cast<std::size_t>(n));
     if (slot[static_cast<std::size_t>(gr)]) return violation(q.rank, "two requests under one tag");
+    conns_[static_cast<std::size_t>(q.rank)].waiting_bytes += q.payload.size();
     slot[static_cast<std::size_t>(gr)] = std::move(q);
     if (std::any_of(slot.begin(), slot.end(), [](const auto& s) { return !s; })) return;
     std::vector<Request> all;
-    for (auto& s : slot) all.push_back(std::move(*s));
+    for (auto& s : slot) {
+      conns_[static_cast<std::size_t>(s->rank)].waiting_bytes -= s->payload.size();
+      all.push_back(std::move(*s));
+    }
     erase();
     done(all);
   }
@@ -255,6 +299,7 @@ class Relay {
   void hello(Request q) {
     Conn& c = conns_[static_cast<std::size_t>(q.rank)];
     const int ctx = c.hellos++;
+    if (ctx >= 4096) return violation(q.rank, "over 4096 worlds joined: a flood");
     log({{"ctx", ctx},
          {"rank", q.rank},
          {"kind", "hello"},
@@ -415,11 +460,13 @@ class Relay {
     const bool is_send = q.f.kind == Kind::send;
     const int src = is_send ? gr : q.f.arg, dst = is_send ? q.f.arg : gr;
     auto& [sends, recvs] = p2p_[{q.f.group, src, dst}];
+    conns_[static_cast<std::size_t>(q.rank)].waiting_bytes += q.payload.size();
     (is_send ? sends : recvs).push_back(std::move(q));
     while (!sends.empty() && !recvs.empty()) {
       Request s = std::move(sends.front()), r = std::move(recvs.front());
       sends.pop_front();
       recvs.pop_front();
+      conns_[static_cast<std::size_t>(s.rank)].waiting_bytes -= s.payload.size();
       if (s.payload.size() != r.f.aux) {
         const std::string text =
             fmt::format("a send of {} bytes met a recv of {} bytes (group rank {} to {})", s.payload.size(),
@@ -434,6 +481,8 @@ class Relay {
   }
 
   std::FILE* log_;
+  std::size_t logged_ = 0;  // bytes written to the log
+  bool full_ = false;       // the log reached kMaxLog (or failed): every later request is refused
   std::vector<Conn> conns_;
   uint32_t next_group_ = 1;
   std::map<uint32_t, Group> groups_;

@@ -33,6 +33,7 @@
 #include "checkers/rank/where.h"
 #include "checkers/run_context.h"
 #include "engine/comm/env.h"
+#include "engine/comm/relay/relay_backend.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
 #include "engine/parallel_state.h"
@@ -103,7 +104,12 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
     comm::Recorder& rec = ps.world().recorder();
     rec.clear();
     std::vector<std::pair<double, std::string>> phases{{-1.0, "setup"}};
-    ctx.begin_phase = [&](const std::string& next) { phases.emplace_back(rec.now(), next); };
+    // Under a relay the phase is also marked there, so that the witness files calls by phase itself.
+    auto* relay = dynamic_cast<comm::RelayBackend*>(&ps.world().backend());
+    ctx.begin_phase = [&](const std::string& next) {
+      if (relay) relay->mark(next, ps.world().options().timeout);
+      phases.emplace_back(rec.now(), next);
+    };
     auto flush = [&] {
       auto phase_of = [&](double t) {
         std::string p = phases.front().second;

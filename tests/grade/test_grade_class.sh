@@ -26,7 +26,7 @@ if [[ "$mode" == --slurm ]]; then
   extra=(--slurm)
 fi
 /usr/bin/python3 -B tests/grade/class/make_class.py "$W" --size small
-if [[ "$mode" == --slurm ]]; then  # through Slurm, one submission per verdict (CI time; locally: all 14)
+if [[ "$mode" == --slurm ]]; then  # through Slurm, one submission per verdict (CI time; locally: all 16)
   /usr/bin/python3 - "$W" solution skeleton mutant-lab01-g-missing does-not-compile attack-include-solution \
     fault-memory-hog <<'PY'
 import json, shutil, sys

@@ -205,14 +205,25 @@ json rec(const std::string& op, uint64_t seq, int64_t elems, bool waited = true)
           {"reduce", "sum"},
           {"peer", -1},
           {"waited", waited},
-          {"t_end", waited ? 1.0 : 0.0}};
+          {"t_end", waited ? 1.0 : 0.0},
+          {"phase", "forward"}};
 }
 
-json seen(int rank, const std::string& op, uint64_t bytes) {
-  return {{"ctx", 0},        {"rank", rank},       {"kind", "collective"},
-          {"group", "tp"},   {"group_rank", rank}, {"group_size", 2},
-          {"op", op},        {"tag", 0},           {"bytes", bytes},
-          {"reduce", "sum"}, {"arg", -1}};
+json seen(int rank, const std::string& op, uint64_t bytes, uint32_t gid = 2, int size = 2) {
+  return {{"ctx", 0},      {"rank", rank},       {"gid", gid},         {"kind", "collective"},
+          {"group", "tp"}, {"group_rank", rank}, {"group_size", size}, {"op", op},
+          {"tag", 0},      {"bytes", bytes},     {"reduce", "sum"},    {"arg", -1}};
+}
+
+json mark(int rank, const std::string& phase) {
+  return {{"ctx", 0}, {"rank", rank}, {"kind", "mark"}, {"phase", phase}};
+}
+
+/// Both ranks enter "forward", then `calls` (each rank's own entries).
+std::vector<json> forward(const std::vector<json>& calls) {
+  std::vector<json> log{mark(0, "forward"), mark(1, "forward")};
+  log.insert(log.end(), calls.begin(), calls.end());
+  return log;
 }
 
 }  // namespace
@@ -220,48 +231,102 @@ json seen(int rank, const std::string& op, uint64_t bytes) {
 TEST_CASE("judge: a record that matches the relay passes; a forged op, a hidden call, a violation do not") {
   const json ar = json::array({rec("all_reduce", 0, 8)});
   SUBCASE("matching") {
-    CHECK(judge({ar, ar}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}) == "");
+    CHECK(judge({ar, ar}, forward({seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)})) == "");
   }
-  SUBCASE("an all_gather recorded as an all_reduce (attack c / h)") {
-    const std::string p = judge({ar, ar}, {seen(0, "all_gather", 32), seen(1, "all_gather", 32)});
+  SUBCASE("an all_gather recorded as an all_reduce (attacks c, h)") {
+    const std::string p = judge({ar, ar}, forward({seen(0, "all_gather", 32), seen(1, "all_gather", 32)}));
     CHECK_MESSAGE(
         testing::contains(p,
-                          "rank 0: group tp, call 1: the record lists all_reduce of 32 bytes (sum), "
-                          "the relay carried all_gather of 32 bytes"),
+                          "rank 0: group tp, call 1: the record lists all_reduce of 32 bytes (sum) in phase "
+                          "forward, the relay carried all_gather of 32 bytes in phase forward"),
         p);
   }
   SUBCASE("a call the relay carried that the record hides") {
-    const std::string p = judge({ar, ar}, {seen(0, "all_reduce", 32), seen(0, "all_gather", 32),
-                                           seen(1, "all_reduce", 32), seen(1, "all_gather", 32)});
-    CHECK_MESSAGE(testing::contains(
-                      p, "call 2: the relay carried all_gather of 32 bytes, which the record does not list"),
-                  p);
+    const std::string p = judge({ar, ar}, forward({seen(0, "all_reduce", 32), seen(0, "all_gather", 32),
+                                                   seen(1, "all_reduce", 32), seen(1, "all_gather", 32)}));
+    CHECK_MESSAGE(
+        testing::contains(p,
+                          "call 2: the relay carried all_gather of 32 bytes in phase forward, which the "
+                          "record does not list"),
+        p);
   }
   SUBCASE("a call still in flight at the end may be missing from the relay's log") {
     const json calls = json::array({rec("all_reduce", 0, 8), rec("all_gather", 1, 8, false)});
-    CHECK(judge({calls, calls}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}) == "");
+    CHECK(judge({calls, calls}, forward({seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)})) == "");
   }
   SUBCASE("a completed call missing from the relay's log") {
     const json calls = json::array({rec("all_reduce", 0, 8), rec("all_reduce", 1, 8)});
-    const std::string p = judge({calls, calls}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)});
+    const std::string p =
+        judge({calls, calls}, forward({seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}));
     CHECK_MESSAGE(
-        testing::contains(
-            p, "call 2: the record lists all_reduce of 32 bytes (sum), the relay carried no such call"),
+        testing::contains(p,
+                          "call 2: the record lists all_reduce of 32 bytes (sum) in phase forward, the "
+                          "relay carried no such call"),
         p);
   }
   SUBCASE("a protocol violation") {
-    const std::string p = judge({ar, ar}, {seen(0, "all_reduce", 32),
-                                           seen(1, "all_reduce", 32),
-                                           {{"ctx", 0}, {"rank", 1}, {"violation", "x"}}});
+    const std::string p = judge({ar, ar}, forward({seen(0, "all_reduce", 32),
+                                                   seen(1, "all_reduce", 32),
+                                                   {{"ctx", 0}, {"rank", 1}, {"violation", "x"}}}));
     CHECK_MESSAGE(testing::contains(p, "rank 1 broke the relay's protocol: x"), p);
   }
 }
 
+TEST_CASE("judge: the fields the pattern check reads must agree with the relay (attacker's i, m, k)") {
+  SUBCASE("a call moved to the unchecked setup phase by its issue time") {
+    json c = rec("all_gather", 0, 16);
+    c["phase"] = "setup";
+    c["shape"] = {8};
+    const json calls = json::array({c});
+    const std::string p =
+        judge({calls, calls}, forward({seen(0, "all_gather", 32), seen(1, "all_gather", 32)}));
+    CHECK_MESSAGE(
+        testing::contains(p, "in phase setup, the relay carried all_gather of 32 bytes in phase forward"), p);
+  }
+  SUBCASE("a mark of the setup phase by the rank's own code") {
+    const json calls = json::array({rec("all_reduce", 0, 8)});
+    const std::string p = judge(
+        {calls, calls}, forward({mark(0, "setup"), seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}));
+    CHECK_MESSAGE(testing::contains(p, "rank 0 marked phase 'setup' after its start"), p);
+  }
+  SUBCASE("tensor_bytes that does not follow from the shape (a 1-float all-reduce claimed as a whole one)") {
+    json c = rec("all_reduce", 0, 1);
+    c["tensor_bytes"] = 2304;
+    const json calls = json::array({c});
+    const std::string p =
+        judge({calls, calls}, forward({seen(0, "all_reduce", 4), seen(1, "all_reduce", 4)}));
+    CHECK_MESSAGE(testing::contains(p, "all_reduce #0: tensor_bytes 2304 does not follow from its shape [1]"),
+                  p);
+  }
+  SUBCASE("a group of one named like the layout's tp group") {
+    const json calls = json::array({rec("all_reduce", 0, 8)});
+    const std::string p = judge(
+        {calls, calls},
+        forward({seen(0, "all_reduce", 32, 7, 1), seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}));
+    CHECK_MESSAGE(testing::contains(p, "rank 0 called in two different groups named 'tp'"), p);
+    CHECK_MESSAGE(
+        testing::contains(p, "rank 0 called in a group named 'tp' of 1 ranks, but this layout's 'tp' has 2"),
+        p);
+  }
+  SUBCASE("an empty send is a call like any other (it reaches the relay)") {
+    json snd = rec("send", 0, 0);
+    snd["peer"] = 1;
+    json rcv = rec("recv", 0, 0);
+    rcv["peer"] = 0;
+    json s0 = seen(0, "send", 0), r1 = seen(1, "recv", 0);
+    s0["kind"] = "send";
+    s0["arg"] = 1;
+    r1["kind"] = "recv";
+    r1["arg"] = 0;
+    CHECK(judge({json::array({snd}), json::array({rcv})}, forward({s0, r1})) == "");
+  }
+}
 TEST_CASE("judge: a world started by the scenario's own code is named") {
   const json ar = json::array({rec("all_reduce", 0, 8)});
   json other = seen(0, "all_gather", 32);
   other["ctx"] = 1;
-  const std::string p = judge({ar, ar}, {seen(0, "all_reduce", 32), seen(1, "all_reduce", 32), other});
+  const std::string p =
+      judge({ar, ar}, forward({seen(0, "all_reduce", 32), seen(1, "all_reduce", 32), other}));
   CHECK_MESSAGE(
       testing::contains(p, "the ranks joined 2 worlds through the relay where the launch ran 1 scenario(s)"),
       p);

@@ -301,10 +301,12 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
       close(out_pipe[1]);
       break;
     }
+    Confinement confine = spec.confine;
+    if (spec.ranks[i].uid >= 0) confine.uid = spec.ranks[i].uid;
     const pid_t pid = fork();
     if (pid == 0) {
       exec_child(argv.data(), envps[i].data(), null_fd, out_pipe[1], err_pipe[1], spec.ranks[i].pass_fd,
-                 launcher_pid, old_mask, spec.confine);
+                 launcher_pid, old_mask, confine);
     }
     const int fork_errno = errno;
     close(out_pipe[1]);

@@ -19,6 +19,7 @@ struct RankSpec {
   int rank = 0;                  // shown in the "[rank R]" prefix and the summary
   std::vector<std::string> env;  // its complete environment, "KEY=VALUE"
   int pass_fd = -1;              // a descriptor the rank gets as its fd 3 (./grade's witness relay), or -1
+  long uid = -1;                 // a confined rank's own uid (overrides JobSpec::confine.uid), or -1
 };
 
 // What each rank is confined to (./grade's confined runs, never tpsp-run's own). Applied in the child

@@ -17,7 +17,7 @@ namespace tpsp::comm::relay {
 inline constexpr uint32_t kMagic = 0x52535054u;
 /// The largest payload of one frame, bytes (a frame over it is refused as a protocol error; the
 /// checkers' tensors are a few MiB at most).
-inline constexpr uint64_t kMaxPayload = uint64_t{1} << 28;
+inline constexpr uint64_t kMaxPayload = uint64_t{1} << 26;
 
 /// What a request asks for. Every request is answered by one reply with the same `req`.
 enum class Kind : uint8_t {
@@ -27,6 +27,7 @@ enum class Kind : uint8_t {
   recv = 4,        ///< `aux` bytes from group rank `arg`; answered with them
   new_group = 5,   ///< payload = key, a 0 byte, then `aux` int32 members (group ranks of `group`)
   reply = 6,       ///< status 0: payload = the result; else payload = the error's text
+  mark = 7,        ///< payload = the phase the rank's scenario enters (checker code); answered at once
 };
 
 /// Status of a reply.

@@ -312,6 +312,14 @@ std::unique_ptr<Backend> RelayBackend::new_group(const std::vector<int>& members
   return std::unique_ptr<Backend>(new RelayBackend(conn_, group, my_index, static_cast<int>(members.size())));
 }
 
+void RelayBackend::mark(const std::string& phase, std::chrono::milliseconds timeout) {
+  Frame f;
+  f.kind = Kind::mark;
+  f.group = group_;
+  f.bytes = phase.size();
+  conn_->call(f, phase.data(), "relay mark of phase " + phase, nullptr, 0, timeout);
+}
+
 void RelayBackend::abort() noexcept {
   conn_->abort_group(group_);
 }

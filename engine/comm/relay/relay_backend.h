@@ -46,6 +46,11 @@ class RelayBackend final : public Backend {
                                      std::chrono::milliseconds timeout) override;
   void abort() noexcept override;
 
+  /// Tells the relay that this rank's scenario enters phase `phase` ("forward", "backward", ...), so that
+  /// the witness files each later call under it (ranks_main.cpp's begin_phase). Waits for the relay's
+  /// acknowledgement: every call issued before it returns was sent before the mark. Throws like a call.
+  void mark(const std::string& phase, std::chrono::milliseconds timeout);
+
  private:
   RelayBackend(std::shared_ptr<RelayConnection> conn, uint32_t group, int rank, int size);
   /// Sends one collective (`in`, `in_bytes`) and copies the reply into out[out_bytes].

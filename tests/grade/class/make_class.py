@@ -197,18 +197,48 @@ def attack_forged_all_reduce(b):
           without_symbol_rule={"lab01": "fail"})
 
 
+# The recorder's private fields opened to the lab file (attacks h, i, m): no forbidden symbol needed.
+PRIVATE_PUBLIC = {"file": LAB01_MAPPINGS, "from": '#include "engine/tensor_parallel/mappings.h"\n',
+                  "to": "#include <mutex>\n#include <string>\n#include <vector>\n#include <map>\n#include <chrono>\n"
+                        "#include <memory>\n#include <nlohmann/json.hpp>\n#define private public\n"
+                        "#include \"engine/comm/recorder.h\"\n#undef private\n#include \"engine/ops/elementwise.h\"\n"
+                        "#include \"engine/tensor_parallel/mappings.h\"\n"}
+
+
 def attack_private_public(b):
     body = source("h_private_public.cpp.in", b.params)
-    edits = [{"file": LAB01_MAPPINGS, "from": '#include "engine/tensor_parallel/mappings.h"\n',
-              "to": "#include <mutex>\n#include <string>\n#include <vector>\n#include <map>\n#include <chrono>\n"
-                    "#include <nlohmann/json.hpp>\n#define private public\n#include \"engine/comm/recorder.h\"\n"
-                    "#undef private\n#include \"engine/ops/elementwise.h\"\n#include \"engine/tensor_parallel/mappings.h\"\n"},
-             {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n", "to": body}]
+    edits = [PRIVATE_PUBLIC, {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n", "to": body}]
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (h)")
     b.add("attack-private-public", files, {"lab01": "fail"},
           "(h) attack (c) with no forbidden symbol: the recorder's private fields written through `#define private "
           "public`; only the grader's witness relay, which carries every byte, sees the all_gather",
           without_symbol_rule={"lab01": "fail"})
+
+
+def attack_witness_fields(b):
+    body = source("i_witness_byte_source.cpp.in", b.params)
+    edits = [PRIVATE_PUBLIC, {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n", "to": body}]
+    files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (i)")
+    b.add("attack-witness-fields", files, {"lab01": "fail"},
+          "(i) g's all_gather + local sum really carried and recorded, but its issue time set before the first phase "
+          "(filed under 'setup', which the pattern skips) and a real 1-float all_reduce recorded with the whole "
+          "tensor's bytes: the judge compares phases and checks tensor_bytes against the shape")
+
+
+def attack_group_of_one(b):
+    block = source("m_size_one_tp.cpp.in", b.params)
+    edits = [PRIVATE_PUBLIC,
+             {"file": LAB01_MAPPINGS, "from": "Tensor CopyToModelParallelRegion::forward(",
+              "to": block + "\nTensor CopyToModelParallelRegion::forward("},
+             {"file": LAB01_MAPPINGS, "from": "  return _reduce(dy, tp, label);\n",
+              "to": "  return m_cheat_sum(dy, tp, label);\n"},
+             {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n",
+              "to": "  return m_cheat_sum(x, tp, label);\n"}]
+    files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (m)")
+    # every lab01 run goes through f or g, so none passes: check_verdicts reads that as "contained"
+    b.add("attack-group-of-one", files, {"lab01": ["fail", "contained"]},
+          "(m) nothing crosses the tp group: the sum goes through a subgroup 'side', the tp all_reduce is forged, and "
+          "groups of ONE rank named 'tp' are made so that a judge keying sizes by name skips every tp call")
 
 
 def attack_forge_f_g(b):
@@ -299,6 +329,8 @@ def build_class(repo, size, bounded):
     attack_exec_solution(b)
     attack_forged_all_reduce(b)
     attack_private_public(b)
+    attack_witness_fields(b)
+    attack_group_of_one(b)
     attack_leak_seed(b)
     attack_forge_f_g(b)
     attack_read_tp1_dumps(b)

@@ -61,8 +61,8 @@ class ClassTest(unittest.TestCase):
                     self.assertEqual(re.findall(r"/work/handoff", text), [])
 
     def test_sizes_and_categories(self):
-        self.assertEqual(len(self.exp_full), 31)  # the issue asks for 30; attack (h) made it 31
-        self.assertLessEqual(len(self.exp_small), 15)  # CI: every attack, the fast faults
+        self.assertEqual(len(self.exp_full), 33)  # the issue asks for 30; attacks (h), (i), (m) made it 33
+        self.assertLessEqual(len(self.exp_small), 17)  # CI: every attack, the fast faults
         for exp in (self.exp_full, self.exp_small):
             seen = {v for e in exp.values() for k, vs in e.items() if k.startswith("lab") for v in (vs if isinstance(vs, list) else [vs])}
             self.assertEqual(seen, VERDICTS)
