@@ -17,7 +17,7 @@ if(TPSP_WITH_CUDA AND NOT TPSP_SANITIZE)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     file(GLOB TPSP_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/engine/ops/cuda/*.cu
-         ${CMAKE_SOURCE_DIR}/engine/ops/cuda/*.cpp)
+         ${CMAKE_SOURCE_DIR}/engine/ops/cuda/*.cpp ${CMAKE_SOURCE_DIR}/engine/comm/cuda/*.cpp)
     add_library(tpsp_cuda STATIC ${TPSP_CUDA_SOURCES})
     target_link_libraries(tpsp_cuda PUBLIC tpsp_engine CUDA::cudart CUDA::cublas)
     target_compile_options(tpsp_cuda PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")

@@ -130,6 +130,10 @@ std::shared_ptr<ProcessGroup> init_from_env() {
 }
 
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
+  return ProcessGroup::create_world(gloo_backend_from_env(options), options);
+}
+
+std::unique_ptr<Backend> gloo_backend_from_env(const GroupOptions& options) {
   const int size = env_int({"WORLD_SIZE", "SLURM_NTASKS"}, 1);
   const int rank = env_int({"RANK", "SLURM_PROCID"}, 0);
   TPSP_CHECK(size >= 1, "WORLD_SIZE=", size, " must be at least 1");
@@ -175,9 +179,7 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
     throw CommError("rank " + std::to_string(rank) + ": cannot create the Gloo tcp device on '" +
                     (attr.iface.empty() ? attr.hostname : attr.iface) + "': " + e.what());
   }
-  return ProcessGroup::create_world(
-      GlooBackend::connect_world(rank, size, std::move(store), std::move(device), prefix, options.timeout),
-      options);
+  return GlooBackend::connect_world(rank, size, std::move(store), std::move(device), prefix, options.timeout);
 }
 
 }  // namespace tpsp::comm
