@@ -17,9 +17,14 @@ if(TPSP_WITH_CUDA AND NOT TPSP_SANITIZE)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     file(GLOB TPSP_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/engine/ops/cuda/*.cu
-         ${CMAKE_SOURCE_DIR}/engine/ops/cuda/*.cpp ${CMAKE_SOURCE_DIR}/engine/comm/cuda/*.cpp)
+         ${CMAKE_SOURCE_DIR}/engine/ops/cuda/*.cpp ${CMAKE_SOURCE_DIR}/engine/comm/cuda/*.cpp
+         ${CMAKE_SOURCE_DIR}/engine/comm/nccl/*.cpp)
+    # NCCL ships with the toolkit here but has no CUDA:: target (/work/shared/notes/platform.md).
+    find_library(TPSP_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 REQUIRED)
+    find_path(TPSP_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include REQUIRED)
     add_library(tpsp_cuda STATIC ${TPSP_CUDA_SOURCES})
-    target_link_libraries(tpsp_cuda PUBLIC tpsp_engine CUDA::cudart CUDA::cublas)
+    target_include_directories(tpsp_cuda PUBLIC ${TPSP_NCCL_INCLUDE_DIR})
+    target_link_libraries(tpsp_cuda PUBLIC tpsp_engine CUDA::cudart CUDA::cublas ${TPSP_NCCL_LIBRARY})
     target_compile_options(tpsp_cuda PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")
     set(TPSP_HAVE_CUDA ON)
   endif()
