@@ -74,7 +74,7 @@ rc=$?
 cases=$(grep -o "test cases: *[0-9]* | *[0-9]* passed | *[0-9]* failed" "$logs/ctest.log" | tail -1)
 reason=$(grep -m1 -o "SKIPPED: .*" "$logs/ctest.log")
 if [[ $rc -eq 0 && -n "$reason" ]] && grep -qE "Test +#[0-9]+: gpu/.*Skipped" "$logs/ctest.log"; then
-  say "no CUDA device here (${reason#SKIPPED: }): the CUDA build succeeded, the GPU tests were skipped ($(elapsed $t0) s)"
+  say "SKIPPED on this machine: ${reason#SKIPPED: }; the CUDA build succeeded and the GPU tests were skipped ($(elapsed $t0) s)"
   exit 0
 fi
 if [[ $rc -ne 0 ]]; then
