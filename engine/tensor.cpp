@@ -53,16 +53,6 @@ int64_t shape_numel(const Shape& shape) {
 
 namespace {
 
-/// glibc's malloc gives a block above its mmap threshold (128 KiB at first, raised as such blocks are
-/// freed) its own mapping and unmaps it when it is freed, and trims the heap's top past 2× that: a
-/// training step that frees and reallocates its activations and gradients every step then takes
-/// thousands of page faults (and the kernel's zeroing of every page) per step. Once per process, before
-/// the first tensor, this keeps blocks up to 32 MiB (glibc's largest threshold on 64-bit) in the heap
-/// and freed memory in the process (trim above 1 GiB), as a caching allocator would: the process
-/// keeps its peak. Left to glibc when GLIBC_TUNABLES is set (the user's own malloc settings), and
-/// elsewhere than glibc.
-void keep_freed_memory();
-
 /// Copies `height` rows of `width` bytes from src (rows spitch bytes apart) to dst (dpitch apart),
 /// both on `device`: memcpy per row on the CPU, the device's 2-D copy elsewhere.
 void copy_rows(Device device, unsigned char* dst, std::size_t dpitch, const unsigned char* src,
@@ -75,6 +65,14 @@ void copy_rows(Device device, unsigned char* dst, std::size_t dpitch, const unsi
   for (std::size_t o = 0; o < height; ++o) std::memcpy(dst + o * dpitch, src + o * spitch, width);
 }
 
+/// glibc's malloc gives a block above its mmap threshold (128 KiB at first, raised as such blocks are
+/// freed) its own mapping and unmaps it when it is freed, and trims the heap's top past 2× that: a
+/// training step that frees and reallocates its activations and gradients every step then takes
+/// thousands of page faults (and the kernel's zeroing of every page) per step. Once per process, before
+/// the first tensor, this keeps blocks up to 32 MiB (glibc's largest threshold on 64-bit) in the heap
+/// and freed memory in the process (trim above 1 GiB), as a caching allocator would: the process
+/// keeps its peak. Left to glibc when GLIBC_TUNABLES is set (the user's own malloc settings), and
+/// elsewhere than glibc.
 void keep_freed_memory() {
 #if defined(__GLIBC__)
   static const bool done = [] {

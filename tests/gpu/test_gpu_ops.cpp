@@ -128,7 +128,8 @@ TEST_CASE("ops: token and position embeddings, vocab-parallel slice, forward and
                    ops::position_embedding_backward(dout, 12, 4), "position_embedding_backward");
 }
 
-TEST_CASE("ops: cross entropy with label smoothing and ignored rows, and a NaN logit named by row and column") {
+TEST_CASE(
+    "ops: cross entropy with label smoothing and ignored rows, and a NaN logit named by row and column") {
   gpu_test::require_gpu();
   const Tensor logits = rand_cpu({6, 37}, 21, -6.f, 6.f);
   const std::vector<int64_t> targets{3, kIgnoreIndex, 36, 0, 17, kIgnoreIndex};
