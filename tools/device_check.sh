@@ -78,7 +78,7 @@ if [[ $rc -eq 0 && -n "$reason" ]] && grep -qE "Test +#[0-9]+: gpu/.*Skipped" "$
   exit 0
 fi
 if [[ $rc -ne 0 ]]; then
-  grep -E "^[^ ]*(ERROR|FATAL|TEST CASE)|Test +#[0-9]+: gpu/" "$logs/ctest.log" | head -40 | tee -a "$summary"
+  grep -E "ERROR|FATAL|TEST CASE|Test +#[0-9]+: gpu/" "$logs/ctest.log" | head -40 | tee -a "$summary"
   say "FAILED: GPU tests (${cases:-no doctest summary}, $(elapsed $t0) s); see $logs/ctest.log"
   exit 1
 fi
