@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/bf16.h"
+#include "engine/device_hooks.h"
 #include "engine/error.h"
 
 namespace tpsp {
@@ -52,6 +53,18 @@ int64_t shape_numel(const Shape& shape) {
 
 namespace {
 
+/// Copies `height` rows of `width` bytes from src (rows spitch bytes apart) to dst (dpitch apart),
+/// both on `device`: memcpy per row on the CPU, the device's 2-D copy elsewhere.
+void copy_rows(Device device, unsigned char* dst, std::size_t dpitch, const unsigned char* src,
+               std::size_t spitch, std::size_t width, std::size_t height) {
+  if (width == 0 || height == 0) return;
+  if (device != Device::cpu) {
+    require_device_hooks(device, "copy").copy_2d(dst, dpitch, src, spitch, width, height);
+    return;
+  }
+  for (std::size_t o = 0; o < height; ++o) std::memcpy(dst + o * dpitch, src + o * spitch, width);
+}
+
 /// glibc's malloc gives a block above its mmap threshold (128 KiB at first, raised as such blocks are
 /// freed) its own mapping and unmaps it when it is freed, and trims the heap's top past 2× that: a
 /// training step that frees and reallocates its activations and gradients every step then takes
@@ -81,10 +94,17 @@ Tensor::Tensor(Shape shape, DType dtype, Device device) : Tensor(std::move(shape
 Tensor::Tensor(Shape shape, DType dtype, Device device, bool zero)
     : shape_(std::move(shape)), dtype_(dtype), device_(device) {
   for (int64_t e : shape_) TPSP_CHECK(e >= 0, "negative extent in shape ", shape_str(shape_));
-  TPSP_CHECK(dtype != DType::f16 && device == Device::cpu, "tensor storage for dtype ", dtype_name(dtype),
-             " on ", device_name(device), " is not available in this build (f32 and bf16 on cpu)");
+  TPSP_CHECK(dtype != DType::f16, "tensor storage for dtype ", dtype_name(dtype), " on ", device_name(device),
+             " is not available in this build (f32 and bf16)");
   numel_ = shape_numel(shape_);
   const std::size_t bytes = static_cast<std::size_t>(std::max<int64_t>(numel_, 1)) * dtype_size(dtype);
+  if (device != Device::cpu) {
+    const DeviceHooks& hooks = require_device_hooks(device, "Tensor");
+    auto* block = static_cast<unsigned char*>(hooks.alloc(bytes));
+    storage_ = std::shared_ptr<unsigned char[]>(block, [free = hooks.free](unsigned char* q) { free(q); });
+    if (zero && numel_ > 0) hooks.fill(block, dtype, 0.f, static_cast<std::size_t>(numel_));
+    return;
+  }
   keep_freed_memory();
   storage_ = std::shared_ptr<unsigned char[]>(zero ? new unsigned char[bytes]() : new unsigned char[bytes]);
 }
@@ -101,14 +121,23 @@ bool poison_empty_tensors() {
 #endif
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
-  Tensor t(shape, dtype, Device::cpu, false);
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  Tensor t(shape, dtype, device, false);
   if (poison_empty_tensors()) t.fill(std::numeric_limits<float>::quiet_NaN());
   return t;
 }
 
+namespace {
+/// ShapeError unless the tensor is on the CPU: host code never dereferences device memory.
+void check_host_access(Device device, const Shape& shape, const char* what) {
+  TPSP_CHECK(device == Device::cpu, what, ": the tensor ", shape_str(shape), " is on ", device_name(device),
+             "; its elements cannot be read or written from the host (copy it with to(Device::cpu))");
+}
+}  // namespace
+
 float* Tensor::data() {
   if (!storage_) return nullptr;
+  check_host_access(device_, shape_, "data()");
   TPSP_CHECK(dtype_ == DType::f32, "data(): the tensor ", shape_str(shape_), " is ", dtype_name(dtype_),
              ", not f32 (use to(DType::f32) or data_bf16())");
   return reinterpret_cast<float*>(storage_.get()) + offset_;
@@ -120,6 +149,7 @@ const float* Tensor::data() const {
 
 uint16_t* Tensor::data_bf16() {
   if (!storage_) return nullptr;
+  check_host_access(device_, shape_, "data_bf16()");
   TPSP_CHECK(dtype_ == DType::bf16, "data_bf16(): the tensor ", shape_str(shape_), " is ", dtype_name(dtype_),
              ", not bf16");
   return reinterpret_cast<uint16_t*>(storage_.get()) + offset_;
@@ -215,14 +245,25 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, dtype_);
-  if (numel_) std::memcpy(t.raw_data(), raw_data(), nbytes());
+  Tensor t = empty(shape_, dtype_, device_);
+  if (!numel_) return t;
+  if (device_ == Device::cpu)
+    std::memcpy(t.raw_data(), raw_data(), nbytes());
+  else
+    require_device_hooks(device_, "clone").copy(t.raw_data(), true, raw_data(), true, nbytes());
   return t;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
-  Tensor t = empty(shape_, dtype);
+  Tensor t = empty(shape_, dtype, device_);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t = empty(shape_, dtype_, device);
   t.copy_from(*this);
   return t;
 }
@@ -240,18 +281,22 @@ Tensor Tensor::narrow_copy(int64_t d, int64_t start, int64_t length) const {
   for (int64_t i = dd + 1; i < nd; ++i) inner *= shape_[static_cast<std::size_t>(i)];
   Shape out_shape = shape_;
   out_shape[static_cast<std::size_t>(dd)] = length;
-  Tensor out = empty(out_shape, dtype_);
+  Tensor out = empty(out_shape, dtype_, device_);
   const std::size_t es = elem_size();
   const auto* in = static_cast<const unsigned char*>(raw_data());
   auto* dst = static_cast<unsigned char*>(out.raw_data());
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + static_cast<std::size_t>(o * length * inner) * es,
-                in + static_cast<std::size_t>((o * extent + start) * inner) * es,
-                static_cast<std::size_t>(length * inner) * es);
+  const std::size_t width = static_cast<std::size_t>(length * inner) * es;
+  copy_rows(device_, dst, width, in + static_cast<std::size_t>(start * inner) * es,
+            static_cast<std::size_t>(extent * inner) * es, width, static_cast<std::size_t>(outer));
   return out;
 }
 
 void Tensor::fill(float value) {
+  if (device_ != Device::cpu) {
+    if (numel_)
+      require_device_hooks(device_, "fill").fill(raw_data(), dtype_, value, static_cast<std::size_t>(numel_));
+    return;
+  }
   if (dtype_ == DType::bf16) {
     std::fill(data_bf16(), data_bf16() + numel_, f32_to_bf16(value));
     return;
@@ -262,6 +307,24 @@ void Tensor::fill(float value) {
 void Tensor::copy_from(const Tensor& src) {
   check_same_shape(*this, src, "copy_from");
   if (!numel_) return;
+  if (src.device() != device_) {  // across devices: move the bytes, then convert on this device
+    if (src.dtype() != dtype_) {
+      copy_from(src.to(device_));
+      return;
+    }
+    const Device dev = device_ != Device::cpu ? device_ : src.device();
+    require_device_hooks(dev, "copy_from")
+        .copy(raw_data(), device_ != Device::cpu, src.raw_data(), src.device() != Device::cpu, nbytes());
+    return;
+  }
+  if (device_ != Device::cpu) {
+    const DeviceHooks& hooks = require_device_hooks(device_, "copy_from");
+    if (src.dtype() == dtype_)
+      hooks.copy(raw_data(), true, src.raw_data(), true, nbytes());
+    else
+      hooks.convert(raw_data(), dtype_, src.raw_data(), src.dtype(), static_cast<std::size_t>(numel_));
+    return;
+  }
   if (src.dtype() == dtype_) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
   } else if (dtype_ == DType::bf16 && src.dtype() == DType::f32) {
@@ -290,6 +353,8 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
                " have different ranks");
     TPSP_CHECK(p.dtype() == parts[0].dtype(), "cat: dtypes ", dtype_name(parts[0].dtype()), " and ",
                dtype_name(p.dtype()), " differ");
+    TPSP_CHECK(p.device() == parts[0].device(), "cat: devices ", device_name(parts[0].device()), " and ",
+               device_name(p.device()), " differ");
     for (int64_t i = 0; i < nd; ++i)
       TPSP_CHECK(i == dd || p.shape()[static_cast<std::size_t>(i)] == first[static_cast<std::size_t>(i)],
                  "cat along dim ", dd, ": shapes ", shape_str(first), " and ", shape_str(p.shape()),
@@ -299,7 +364,7 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < dd; ++i) outer *= first[static_cast<std::size_t>(i)];
   for (int64_t i = dd + 1; i < nd; ++i) inner *= first[static_cast<std::size_t>(i)];
-  Tensor out = Tensor::empty(out_shape, parts[0].dtype());
+  Tensor out = Tensor::empty(out_shape, parts[0].dtype(), parts[0].device());
   const std::size_t es = dtype_size(out.dtype());
   const int64_t out_row = out_shape[static_cast<std::size_t>(dd)] * inner;
   auto* dst = static_cast<unsigned char*>(out.raw_data());
@@ -307,9 +372,9 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t d) {
   for (const Tensor& p : parts) {
     const int64_t w = p.shape()[static_cast<std::size_t>(dd)] * inner;
     const auto* src = static_cast<const unsigned char*>(p.raw_data());
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + static_cast<std::size_t>(o * out_row + col) * es,
-                  src + static_cast<std::size_t>(o * w) * es, static_cast<std::size_t>(w) * es);
+    copy_rows(out.device(), dst + static_cast<std::size_t>(col) * es, static_cast<std::size_t>(out_row) * es,
+              src, static_cast<std::size_t>(w) * es, static_cast<std::size_t>(w) * es,
+              static_cast<std::size_t>(outer));
     col += w;
   }
   return out;

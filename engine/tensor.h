@@ -20,8 +20,9 @@ namespace tpsp {
 /// Element type: f32 and bf16 have storage; f16 is named for a GPU backend.
 enum class DType { f32, bf16, f16 };
 
-/// Where the storage lives. CPU only in this build; cuda is named for the GPU backend (issue: a CUDA
-/// allocator), and asking for it raises ShapeError.
+/// Where the storage lives. cuda storage exists once the GPU backend registered its hooks
+/// (engine/device_hooks.h: tpsp::cuda::register_backend()); without them, asking for it raises
+/// ShapeError naming the device and the rule.
 enum class Device { cpu, cuda };
 
 /// "cpu" or "cuda".
@@ -43,14 +44,15 @@ std::string shape_str(const Shape& shape);
 /// Product of the extents; 1 for a scalar shape [].
 int64_t shape_numel(const Shape& shape);
 
-/// A dense tensor (f32 or bf16) on the CPU. Copying a Tensor copies the handle (shared storage);
-/// use clone() for a deep copy.
+/// A dense tensor (f32 or bf16) on the CPU or a device. Copying a Tensor copies the handle (shared
+/// storage); use clone() for a deep copy. A device tensor's elements are never read or written from the
+/// host: data(), at() and the host-side fills raise ShapeError for it; move it with to(Device::cpu).
 class Tensor {
  public:
   /// An empty tensor (no storage, shape [0]).
   Tensor();
   /// A zero-filled tensor of the given shape. Throws ShapeError on a negative extent, or if the
-  /// dtype/device has no storage in this build (f16, cuda).
+  /// dtype/device has no storage in this process (f16; cuda without a registered GPU backend).
   explicit Tensor(Shape shape, DType dtype = DType::f32, Device device = Device::cpu);
 
   /// Zero-filled tensor, same as the constructor.
@@ -61,7 +63,7 @@ class Tensor {
   /// under TPSP_POISON_EMPTY=1 (set by ./check for every rank), so a read before the write — e.g. of
   /// an async collective's output before its wait() — shows up in every result instead of reading
   /// stale memory that may hold a right answer. Same errors as the constructor.
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
   /// Tensor filled with `value`.
   static Tensor full(const Shape& shape, float value);
   /// Tensor holding `values` (row-major). Throws ShapeError if values.size() != numel(shape).
@@ -79,13 +81,15 @@ class Tensor {
   Device device() const { return device_; }
   bool defined() const { return storage_ != nullptr; }
 
-  /// The f32 elements. Throws ShapeError for another dtype (use to(DType::f32) or data_bf16()).
+  /// The f32 elements. Throws ShapeError for another dtype (use to(DType::f32) or data_bf16()) and for
+  /// a device tensor (host code cannot read device memory: use to(Device::cpu), or raw_data()).
   float* data();
   const float* data() const;
-  /// The bf16 elements (raw bits, engine/bf16.h). Throws ShapeError for another dtype.
+  /// The bf16 elements (raw bits, engine/bf16.h). Throws ShapeError for another dtype or a device tensor.
   uint16_t* data_bf16();
   const uint16_t* data_bf16() const;
-  /// The bytes of the elements, whatever the dtype (nullptr without storage).
+  /// The bytes of the elements, whatever the dtype (nullptr without storage); a device pointer for a
+  /// device tensor (for kernels and transports, never to be dereferenced on the host).
   void* raw_data() { return storage_ ? storage_.get() + offset_ * elem_size() : nullptr; }
   const void* raw_data() const { return storage_ ? storage_.get() + offset_ * elem_size() : nullptr; }
   /// Element at a flat row-major index (bounds-checked); the writable form is f32 only, the read
@@ -102,20 +106,23 @@ class Tensor {
   Tensor slice0(int64_t begin, int64_t end) const;
   /// View with a new shape of the same numel, sharing storage. Throws ShapeError if numel differs.
   Tensor reshape(const Shape& shape) const;
-  /// Deep copy.
+  /// Deep copy, on the same device.
   Tensor clone() const;
   /// This tensor in `dtype`: the same handle when it already is, else a converted copy (f32 → bf16
-  /// rounds to nearest even; bf16 → f32 is exact).
+  /// rounds to nearest even; bf16 → f32 is exact). On the tensor's own device.
   Tensor to(DType dtype) const;
+  /// This tensor on `device`: the same handle when it already is there, else a copy (same dtype and
+  /// shape). ShapeError when `device` has no storage in this process (require_device_hooks).
+  Tensor to(Device device) const;
   /// Copy of elements [start, start+length) along dimension d (any d). For d == 0 prefer slice0.
   Tensor narrow_copy(int64_t d, int64_t start, int64_t length) const;
   /// True if both tensors use the same storage block.
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
 
-  /// Fill every element with value (rounded for bf16).
+  /// Fill every element with value (rounded for bf16), on the tensor's device.
   void fill(float value);
-  /// Copy the elements of src (same shape) into this tensor, converting the dtype if they differ.
-  /// Throws ShapeError on a shape mismatch.
+  /// Copy the elements of src (same shape) into this tensor, converting the dtype if they differ and
+  /// moving them across devices if the devices differ. Throws ShapeError on a shape mismatch.
   void copy_from(const Tensor& src);
 
  private:
@@ -129,8 +136,8 @@ class Tensor {
   Device device_ = Device::cpu;
 };
 
-/// Concatenate tensors along dimension d; all other extents and the dtype must match (ShapeError
-/// names them).
+/// Concatenate tensors along dimension d; all other extents, the dtype and the device must match
+/// (ShapeError names them). The result is on the parts' device.
 Tensor cat(const std::vector<Tensor>& parts, int64_t d);
 
 /// Throws ShapeError "<what>: expected shape [..] but got [..]" unless t has exactly `expected`.

@@ -132,6 +132,10 @@ std::shared_ptr<ProcessGroup> init_from_env() {
 }
 
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
+  return ProcessGroup::create_world(cpu_backend_from_env(options), options);
+}
+
+std::unique_ptr<Backend> cpu_backend_from_env(const GroupOptions& options) {
   const int size = env_int({"WORLD_SIZE", "SLURM_NTASKS"}, 1);
   const int rank = env_int({"RANK", "SLURM_PROCID"}, 0);
   TPSP_CHECK(size >= 1, "WORLD_SIZE=", size, " must be at least 1");
@@ -143,8 +147,7 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
     const int n = env_int({"TPSP_RELAY_FD"}, -1);
     TPSP_CHECK(n >= 0 && ::fcntl(n, F_GETFD) != -1, "TPSP_RELAY_FD=", fd,
                " is not an open file descriptor (the grader's launcher hands the relay's socket over)");
-    return ProcessGroup::create_world(RelayBackend::connect_world(n, rank, size, prefix, options.timeout),
-                                      options);
+    return RelayBackend::connect_world(n, rank, size, prefix, options.timeout);
   }
 
   std::shared_ptr<gloo::rendezvous::Store> store;
@@ -186,9 +189,7 @@ std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options) {
     throw CommError("rank " + std::to_string(rank) + ": cannot create the Gloo tcp device on '" +
                     (attr.iface.empty() ? attr.hostname : attr.iface) + "': " + e.what());
   }
-  return ProcessGroup::create_world(
-      GlooBackend::connect_world(rank, size, std::move(store), std::move(device), prefix, options.timeout),
-      options);
+  return GlooBackend::connect_world(rank, size, std::move(store), std::move(device), prefix, options.timeout);
 }
 
 }  // namespace tpsp::comm

@@ -54,8 +54,9 @@ int64_t ranks_hash(const std::vector<int>& ranks, const std::string& name) {
   return static_cast<int64_t>(h & 0x7fffffffffffffffull);
 }
 
-/// FNV-1a hash of a tensor's bytes (the buffer check).
-uint64_t bytes_hash(const Tensor& t) {
+/// FNV-1a hash of a tensor's bytes (the buffer check); a device tensor is hashed from a host copy.
+uint64_t bytes_hash(const Tensor& device_or_host) {
+  const Tensor t = device_or_host.to(Device::cpu);
   uint64_t h = 14695981039346656037ull;
   const auto* p = static_cast<const unsigned char*>(t.raw_data());
   for (std::size_t i = 0; i < t.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
@@ -229,7 +230,7 @@ ProcessGroup::Call ProcessGroup::make_call(OpKind op, const Tensor* t, const Sha
 
 Tensor ProcessGroup::staged_output(Call& c, Tensor& out) const {
   if (!c.opts.check_buffers || !c.async || out.numel() == 0) return out;
-  Tensor staged = Tensor::empty(out.shape(), out.dtype());
+  Tensor staged = Tensor::empty(out.shape(), out.dtype(), out.device());
   out.fill(std::numeric_limits<float>::quiet_NaN());
   c.deliver = [staged, out]() mutable { out.copy_from(staged); };
   return staged;

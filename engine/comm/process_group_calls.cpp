@@ -15,6 +15,13 @@ std::size_t elems(const Tensor& t) {
   return static_cast<std::size_t>(t.numel());
 }
 
+/// The f32 elements for the transport: a host pointer for a cpu tensor, a device pointer for a device
+/// tensor (a backend that accepts the device moves it; host code never reads it).
+float* f32_ptr(Tensor& t) {
+  TPSP_CHECK(t.dtype() == DType::f32, "transport buffer: expected f32, got ", dtype_name(t.dtype()));
+  return static_cast<float*>(t.raw_data());
+}
+
 TransportCall transport(uint64_t seq, const GroupOptions& o) {
   return {static_cast<uint32_t>((seq % (1u << 20)) * 2), o.timeout};
 }
@@ -30,7 +37,7 @@ WorkPtr ProcessGroup::issue_all_reduce(Tensor& t, ReduceOp op, const CallOpts& o
                  [this, t, op, n](const Call& cl) mutable {
                    if (n == 1 || t.numel() == 0) return;
                    Tensor f32 = t.to(DType::f32);  // the same handle for an f32 tensor: reduced in place
-                   backend_->all_reduce(f32.data(), elems(f32), op, transport(cl.seq, cl.opts));
+                   backend_->all_reduce(f32_ptr(f32), elems(f32), op, transport(cl.seq, cl.opts));
                    if (t.dtype() != DType::f32) t.copy_from(f32);
                  },
                  // In place: the call itself writes t before wait(), so its bytes cannot be guarded.
@@ -41,7 +48,7 @@ WorkPtr ProcessGroup::issue_all_gather(const Tensor& in, Tensor& out, int64_t di
                                        bool async) {
   const Shape out_shape = all_gather_shape(in, dim, size_, name_, *backend_);
   const int64_t d = normalize_dim(in, dim, "all_gather", name_);
-  prepare_out(out, out_shape, in.dtype(), "all_gather", name_);
+  prepare_out(out, out_shape, in.dtype(), "all_gather", name_, in.device());
   TPSP_CHECK(!out.shares_storage_with(in) || size_ == 1, "all_gather in group ", name_,
              ": output must not share storage with the input");
   Call c = make_call(OpKind::all_gather, &in, in.shape(), out.nbytes(), o, async);
@@ -58,7 +65,7 @@ WorkPtr ProcessGroup::issue_all_gather(const Tensor& in, Tensor& out, int64_t di
                    }
                    // dim 0: rank-major concatenation is the layout of `out` itself; other dims gather into a
                    // rank-major buffer, then concatenate the n pieces along dim.
-                   Tensor flat = d == 0 ? out : Tensor::empty(Shape{n * in.numel()}, in.dtype());
+                   Tensor flat = d == 0 ? out : Tensor::empty(Shape{n * in.numel()}, in.dtype(), in.device());
                    backend_->all_gather(in.raw_data(), flat.raw_data(), in.nbytes(),
                                         transport(cl.seq, cl.opts));
                    if (d != 0) {
@@ -75,7 +82,7 @@ WorkPtr ProcessGroup::issue_reduce_scatter(const Tensor& in, Tensor& out, int64_
                                            const CallOpts& o, bool async) {
   const Shape out_shape = reduce_scatter_shape(in, dim, size_, name_, *backend_);
   const int64_t d = normalize_dim(in, dim, "reduce_scatter", name_);
-  prepare_out(out, out_shape, in.dtype(), "reduce_scatter", name_);
+  prepare_out(out, out_shape, in.dtype(), "reduce_scatter", name_, in.device());
   TPSP_CHECK(!out.shares_storage_with(in), "reduce_scatter in group ", name_,
              ": output must not share storage with the input");
   Call c = make_call(OpKind::reduce_scatter, &in, in.shape(), in.nbytes(), o, async);
@@ -96,7 +103,7 @@ WorkPtr ProcessGroup::issue_reduce_scatter(const Tensor& in, Tensor& out, int64_
           src = cat(parts, 0);  // rank-major chunks, each with the output's shape
         }
         Tensor dst = out.to(DType::f32);
-        backend_->reduce_scatter(src.data(), dst.data(), elems(dst), op, transport(cl.seq, cl.opts));
+        backend_->reduce_scatter(f32_ptr(src), f32_ptr(dst), elems(dst), op, transport(cl.seq, cl.opts));
         if (out.dtype() != DType::f32) out.copy_from(dst);
       },
       {in});
@@ -104,7 +111,7 @@ WorkPtr ProcessGroup::issue_reduce_scatter(const Tensor& in, Tensor& out, int64_
 
 WorkPtr ProcessGroup::issue_all_to_all(const Tensor& in, Tensor& out, const CallOpts& o, bool async) {
   check_all_to_all(in, size_, name_, *backend_);
-  prepare_out(out, in.shape(), in.dtype(), "all_to_all", name_);
+  prepare_out(out, in.shape(), in.dtype(), "all_to_all", name_, in.device());
   TPSP_CHECK(!out.shares_storage_with(in), "all_to_all in group ", name_,
              ": output must not share storage with the input");
   Call c = make_call(OpKind::all_to_all, &in, in.shape(), in.nbytes(), o, async);

@@ -53,15 +53,18 @@ void check_peer(int peer, int n, const char* what, const char* op, const std::st
              " is not a rank of the group (size ", n, ")");
 }
 
-void prepare_out(Tensor& out, const Shape& shape, DType dtype, const char* op, const std::string& group) {
+void prepare_out(Tensor& out, const Shape& shape, DType dtype, const char* op, const std::string& group,
+                 Device device) {
   if (!out.defined()) {
-    out = Tensor::empty(shape, dtype);  // every element is written by the collective
+    out = Tensor::empty(shape, dtype, device);  // every element is written by the collective
     return;
   }
   TPSP_CHECK(out.shape() == shape, op, " in group ", group, ": output has shape ", shape_str(out.shape()),
              " but the result has shape ", shape_str(shape));
   TPSP_CHECK(out.dtype() == dtype, op, " in group ", group, ": output is ", dtype_name(out.dtype()),
              " but the input is ", dtype_name(dtype));
+  TPSP_CHECK(out.device() == device, op, " in group ", group, ": output is on ", device_name(out.device()),
+             " but the input is on ", device_name(device));
 }
 
 }  // namespace tpsp::comm

@@ -26,8 +26,9 @@ Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::stri
 void check_all_to_all(const Tensor& in, int n, const std::string& group, const Backend& backend);
 /// ShapeError unless 0 <= peer < n (root, src, dst).
 void check_peer(int peer, int n, const char* what, const char* op, const std::string& group);
-/// Allocates `out` with `shape` and `dtype` if it is undefined; otherwise ShapeError unless it has that
-/// shape and dtype.
-void prepare_out(Tensor& out, const Shape& shape, DType dtype, const char* op, const std::string& group);
+/// Allocates `out` with `shape` and `dtype` on `device` if it is undefined; otherwise ShapeError unless
+/// it has that shape, dtype and device.
+void prepare_out(Tensor& out, const Shape& shape, DType dtype, const char* op, const std::string& group,
+                 Device device = Device::cpu);
 
 }  // namespace tpsp::comm

@@ -1,23 +1,45 @@
-// The public entry points of every op (engine/ops/*.h): check the device, widen bf16 inputs to f32,
-// run the device's implementation (engine/ops/cpu/; engine/ops/cuda/ in a GPU build), and give the
-// result the inputs' precision: bf16 when every floating input is bf16, else f32. So every GEMM and
-// every reduction accumulates in f32 and a bf16 result is rounded once (docs/tolerances.md, bf16).
+// The public entry points of every op (engine/ops/*.h): find the inputs' device, widen bf16 inputs to
+// f32, run the device's implementation (engine/ops/cpu/, or the registered DeviceOps of a device:
+// engine/ops/device_ops.h, engine/ops/cuda/ in a GPU build), and give the result the inputs'
+// precision: bf16 when every floating input is bf16, else f32. So every GEMM and every reduction
+// accumulates in f32 and a bf16 result is rounded once (docs/tolerances.md, bf16). The device GEMMs
+// take bf16 operands as they are (cuBLAS with f32 accumulation: the same products, no widened copy).
+#include <atomic>
 #include <initializer_list>
 
 #include "engine/error.h"
 #include "engine/ops/cpu/ops.h"
+#include "engine/ops/device_ops.h"
 #include "engine/ops/ops.h"
 #include "engine/trace.h"
 
 namespace tpsp::ops {
 
+DeviceOps::~DeviceOps() = default;
+
 namespace {
 
-/// ShapeError unless every defined tensor is on the CPU (the only device with ops in this build).
-void on_cpu(const char* op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    TPSP_CHECK(!t->defined() || t->device() == Device::cpu, op, ": a ", device_name(t->device()),
-               " tensor, but this build has CPU ops only");
+std::atomic<DeviceOps*> g_cuda_ops{nullptr};
+
+/// The device of the op's defined tensors; ShapeError when they are on different devices.
+Device device_of(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (!first) first = t;
+    TPSP_CHECK(t->device() == first->device(), op, ": inputs on ", device_name(first->device()), " and ",
+               device_name(t->device()), "; every tensor of an op must be on one device");
+  }
+  return first ? first->device() : Device::cpu;
+}
+
+/// The registered ops of `dev`; ShapeError naming the op and the rule when there are none.
+DeviceOps& ops_on(Device dev, const char* op) {
+  DeviceOps* d = device_ops(dev);
+  TPSP_CHECK(d != nullptr, op, ": a ", device_name(dev), " tensor, but no ", device_name(dev),
+             " ops are registered in this process (a build without the GPU backend, or "
+             "tpsp::cuda::register_backend() was not called)");
+  return *d;
 }
 
 /// t widened to f32 (the same handle when it already is f32, or undefined).
@@ -54,139 +76,196 @@ void in_place(Tensor& t, F&& f) {
 
 }  // namespace
 
+void register_device_ops(Device device, DeviceOps* ops) {
+  TPSP_CHECK(device != Device::cpu, "register_device_ops: the cpu ops are built in and cannot be replaced");
+  g_cuda_ops.store(ops);
+}
+
+DeviceOps* device_ops(Device device) {
+  return device == Device::cuda ? g_cuda_ops.load() : nullptr;
+}
+
 Tensor matmul_forward(const Tensor& x, const Tensor& w) {
-  on_cpu("matmul_forward", {&x, &w});
+  const Device dev = device_of("matmul_forward", {&x, &w});
   trace::Span span("gemm", "forward");
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "matmul_forward").matmul_forward(x, w), result_dtype({&x, &w}));
   return as(cpu::matmul_forward(f32(x), f32(w)), result_dtype({&x, &w}));
 }
 
 Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) {
-  on_cpu("matmul_dgrad", {&dy, &w});
+  const Device dev = device_of("matmul_dgrad", {&dy, &w});
   trace::Span span("gemm", "dgrad");
+  if (dev != Device::cpu) return as(ops_on(dev, "matmul_dgrad").matmul_dgrad(dy, w), result_dtype({&dy, &w}));
   return as(cpu::matmul_dgrad(f32(dy), f32(w)), result_dtype({&dy, &w}));
 }
 
 void matmul_wgrad(const Tensor& dy, const Tensor& x, Tensor& dw) {
-  on_cpu("matmul_wgrad", {&dy, &x, &dw});
+  const Device dev = device_of("matmul_wgrad", {&dy, &x, &dw});
   TPSP_CHECK(dw.dtype() == DType::f32, "matmul_wgrad: the gradient buffer is ", dtype_name(dw.dtype()),
              "; gradients accumulate in f32 (a main_grad buffer)");
   trace::Span span("gemm", "wgrad");
+  if (dev != Device::cpu) return ops_on(dev, "matmul_wgrad").matmul_wgrad(dy, x, dw);
   cpu::matmul_wgrad(f32(dy), f32(x), dw);
 }
 
 MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool need_dw) {
-  on_cpu("matmul_backward", {&dy, &x, &w});
+  const Device dev = device_of("matmul_backward", {&dy, &x, &w});
   trace::Span span("gemm", "backward");
-  MatmulGrads g = cpu::matmul_backward(f32(dy), f32(x), f32(w), need_dx, need_dw);
+  MatmulGrads g = dev != Device::cpu
+                      ? ops_on(dev, "matmul_backward").matmul_backward(dy, x, w, need_dx, need_dw)
+                      : cpu::matmul_backward(f32(dy), f32(x), f32(w), need_dx, need_dw);
   const DType d = result_dtype({&dy, &x, &w});
   return {as(g.dx, d), as(g.dw, d)};
 }
 
 void bias_add_forward(Tensor& y, const Tensor& b) {
-  on_cpu("bias_add_forward", {&y, &b});
+  const Device dev = device_of("bias_add_forward", {&y, &b});
+  if (dev != Device::cpu)
+    return in_place(y, [&](Tensor& t) { ops_on(dev, "bias_add_forward").bias_add_forward(t, f32(b)); });
   in_place(y, [&](Tensor& t) { cpu::bias_add_forward(t, f32(b)); });
 }
 
 Tensor bias_add_backward(const Tensor& dy) {
-  on_cpu("bias_add_backward", {&dy});
+  const Device dev = device_of("bias_add_backward", {&dy});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "bias_add_backward").bias_add_backward(f32(dy)), result_dtype({&dy}));
   return as(cpu::bias_add_backward(f32(dy)), result_dtype({&dy}));
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  on_cpu("add", {&a, &b});
+  const Device dev = device_of("add", {&a, &b});
+  if (dev != Device::cpu) return as(ops_on(dev, "add").add(f32(a), f32(b)), result_dtype({&a, &b}));
   return as(cpu::add(f32(a), f32(b)), result_dtype({&a, &b}));
 }
 
 void add_(Tensor& a, const Tensor& b) {
-  on_cpu("add_", {&a, &b});
+  const Device dev = device_of("add_", {&a, &b});
+  if (dev != Device::cpu) return in_place(a, [&](Tensor& t) { ops_on(dev, "add_").add_(t, f32(b)); });
   in_place(a, [&](Tensor& t) { cpu::add_(t, f32(b)); });
 }
 
 void scale_(Tensor& a, float s) {
-  on_cpu("scale_", {&a});
+  const Device dev = device_of("scale_", {&a});
+  if (dev != Device::cpu) return in_place(a, [&](Tensor& t) { ops_on(dev, "scale_").scale_(t, s); });
   in_place(a, [&](Tensor& t) { cpu::scale_(t, s); });
 }
 
 Tensor gelu_forward(const Tensor& x) {
-  on_cpu("gelu_forward", {&x});
+  const Device dev = device_of("gelu_forward", {&x});
+  if (dev != Device::cpu) return as(ops_on(dev, "gelu_forward").gelu_forward(f32(x)), result_dtype({&x}));
   return as(cpu::gelu_forward(f32(x)), result_dtype({&x}));
 }
 
 Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
-  on_cpu("gelu_backward", {&dy, &x});
+  const Device dev = device_of("gelu_backward", {&dy, &x});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "gelu_backward").gelu_backward(f32(dy), f32(x)), result_dtype({&dy, &x}));
   return as(cpu::gelu_backward(f32(dy), f32(x)), result_dtype({&dy, &x}));
 }
 
 LayerNormOut layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
-  on_cpu("layernorm_forward", {&x, &gamma, &beta});
-  LayerNormOut o = cpu::layernorm_forward(f32(x), f32(gamma), f32(beta), eps);
+  const Device dev = device_of("layernorm_forward", {&x, &gamma, &beta});
+  LayerNormOut o =
+      dev != Device::cpu
+          ? ops_on(dev, "layernorm_forward").layernorm_forward(f32(x), f32(gamma), f32(beta), eps)
+          : cpu::layernorm_forward(f32(x), f32(gamma), f32(beta), eps);
   o.y = as(o.y, result_dtype({&x, &gamma, &beta}));
   return o;  // mean and rstd stay f32 (statistics)
 }
 
 LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                   const Tensor& rstd) {
-  on_cpu("layernorm_backward", {&dy, &x, &gamma, &mean, &rstd});
-  LayerNormGrads g = cpu::layernorm_backward(f32(dy), f32(x), f32(gamma), f32(mean), f32(rstd));
+  const Device dev = device_of("layernorm_backward", {&dy, &x, &gamma, &mean, &rstd});
+  LayerNormGrads g = dev != Device::cpu
+                         ? ops_on(dev, "layernorm_backward")
+                               .layernorm_backward(f32(dy), f32(x), f32(gamma), f32(mean), f32(rstd))
+                         : cpu::layernorm_backward(f32(dy), f32(x), f32(gamma), f32(mean), f32(rstd));
   g.dx = as(g.dx, result_dtype({&dy, &x}));
   return g;  // dgamma and dbeta stay f32 (they accumulate into main_grad)
 }
 
 Tensor softmax_forward(const Tensor& x) {
-  on_cpu("softmax_forward", {&x});
+  const Device dev = device_of("softmax_forward", {&x});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "softmax_forward").softmax_forward(f32(x)), result_dtype({&x}));
   return as(cpu::softmax_forward(f32(x)), result_dtype({&x}));
 }
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
-  on_cpu("softmax_backward", {&dy, &y});
+  const Device dev = device_of("softmax_backward", {&dy, &y});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "softmax_backward").softmax_backward(f32(dy), f32(y)), result_dtype({&dy, &y}));
   return as(cpu::softmax_backward(f32(dy), f32(y)), result_dtype({&dy, &y}));
 }
 
 AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
-  on_cpu("attention_forward", {&qkv});
+  const Device dev = device_of("attention_forward", {&qkv});
   trace::Span span("attention", "forward");
-  AttentionOut o = cpu::attention_forward(f32(qkv), opt);
+  AttentionOut o = dev != Device::cpu ? ops_on(dev, "attention_forward").attention_forward(f32(qkv), opt)
+                                      : cpu::attention_forward(f32(qkv), opt);
   o.out = as(o.out, result_dtype({&qkv}));
   return o;  // probabilities stay f32
 }
 
 Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                           const AttentionOptions& opt) {
-  on_cpu("attention_backward", {&dout, &qkv, &probs});
+  const Device dev = device_of("attention_backward", {&dout, &qkv, &probs});
   trace::Span span("attention", "backward");
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "attention_backward").attention_backward(f32(dout), f32(qkv), f32(probs), opt),
+              result_dtype({&dout, &qkv}));
   return as(cpu::attention_backward(f32(dout), f32(qkv), f32(probs), opt), result_dtype({&dout, &qkv}));
 }
 
 Tensor embedding_forward(const TokenBatch& ids, const Tensor& wte, int64_t vocab_start) {
-  on_cpu("embedding_forward", {&wte});
+  const Device dev = device_of("embedding_forward", {&wte});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "embedding_forward").embedding_forward(ids, f32(wte), vocab_start),
+              result_dtype({&wte}));
   return as(cpu::embedding_forward(ids, f32(wte), vocab_start), result_dtype({&wte}));
 }
 
 Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local,
                           int64_t vocab_start) {
-  on_cpu("embedding_backward", {&dout});
+  const Device dev = device_of("embedding_backward", {&dout});
+  if (dev != Device::cpu)
+    return ops_on(dev, "embedding_backward").embedding_backward(f32(dout), ids, vocab_local, vocab_start);
   return cpu::embedding_backward(f32(dout), ids, vocab_local, vocab_start);  // a gradient: f32
 }
 
 void position_embedding_add(Tensor& x, const Tensor& wpe, int64_t seq_start) {
-  on_cpu("position_embedding_add", {&x, &wpe});
+  const Device dev = device_of("position_embedding_add", {&x, &wpe});
+  if (dev != Device::cpu)
+    return in_place(x, [&](Tensor& t) {
+      ops_on(dev, "position_embedding_add").position_embedding_add(t, f32(wpe), seq_start);
+    });
   in_place(x, [&](Tensor& t) { cpu::position_embedding_add(t, f32(wpe), seq_start); });
 }
 
 Tensor position_embedding_backward(const Tensor& dx, int64_t max_seq, int64_t seq_start) {
-  on_cpu("position_embedding_backward", {&dx});
+  const Device dev = device_of("position_embedding_backward", {&dx});
+  if (dev != Device::cpu)
+    return ops_on(dev, "position_embedding_backward")
+        .position_embedding_backward(f32(dx), max_seq, seq_start);
   return cpu::position_embedding_backward(f32(dx), max_seq, seq_start);  // a gradient: f32
 }
 
 CrossEntropyOut cross_entropy_forward(const Tensor& logits, const std::vector<int64_t>& targets,
                                       float label_smoothing) {
-  on_cpu("cross_entropy_forward", {&logits});
+  const Device dev = device_of("cross_entropy_forward", {&logits});
+  if (dev != Device::cpu)
+    return ops_on(dev, "cross_entropy_forward").cross_entropy_forward(f32(logits), targets, label_smoothing);
   return cpu::cross_entropy_forward(f32(logits), targets, label_smoothing);  // losses: f32
 }
 
 Tensor cross_entropy_backward(const Tensor& logits, const std::vector<int64_t>& targets, float dloss,
                               float label_smoothing) {
-  on_cpu("cross_entropy_backward", {&logits});
+  const Device dev = device_of("cross_entropy_backward", {&logits});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "cross_entropy_backward")
+                  .cross_entropy_backward(f32(logits), targets, dloss, label_smoothing),
+              result_dtype({&logits}));
   return as(cpu::cross_entropy_backward(f32(logits), targets, dloss, label_smoothing),
             result_dtype({&logits}));
 }
@@ -200,17 +279,24 @@ Tensor dropout_mask(const Shape& local_shape, float p, const DropoutKey& key) {
 }
 
 Tensor dropout_forward(const Tensor& x, float p, const DropoutKey& key) {
-  on_cpu("dropout_forward", {&x});
+  const Device dev = device_of("dropout_forward", {&x});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "dropout_forward").dropout_forward(f32(x), p, key), result_dtype({&x}));
   return as(cpu::dropout_forward(f32(x), p, key), result_dtype({&x}));
 }
 
 Tensor dropout_backward(const Tensor& dy, float p, const DropoutKey& key) {
-  on_cpu("dropout_backward", {&dy});
+  const Device dev = device_of("dropout_backward", {&dy});
+  if (dev != Device::cpu)
+    return as(ops_on(dev, "dropout_backward").dropout_backward(f32(dy), p, key), result_dtype({&dy}));
   return as(cpu::dropout_backward(f32(dy), p, key), result_dtype({&dy}));
 }
 
 void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t, const AdamWConfig& cfg) {
-  on_cpu("adamw_step", {&param, &grad});
+  const Device dev = device_of("adamw_step", {&param, &grad, &state.m, &state.v});
+  if (dev != Device::cpu)
+    return in_place(param,
+                    [&](Tensor& p) { ops_on(dev, "adamw_step").adamw_step(p, f32(grad), state, t, cfg); });
   in_place(param, [&](Tensor& p) { cpu::adamw_step(p, f32(grad), state, t, cfg); });
 }
 

@@ -1,54 +1,31 @@
-// Philox-4x32-10 (Salmon et al., SC 2011) with the Random123 constants, and the uniform/normal
-// draws keyed by (seed, stream, element index) that initialisation and dropout use.
+// Philox-4x32-10 (Salmon et al., SC 2011) with the Random123 constants (the block function is
+// philox_core.h's, shared with the GPU), and the uniform/normal draws keyed by (seed, stream,
+// element index) that initialisation and dropout use.
 #include "engine/random/philox.h"
 
 #include <cmath>
 #include <numbers>
 
+#include "engine/random/philox_core.h"
+
 namespace tpsp::random {
 namespace {
 
-constexpr uint32_t kM0 = 0xD2511F53u;  // round multipliers
-constexpr uint32_t kM1 = 0xCD9E8D57u;
-constexpr uint32_t kW0 = 0x9E3779B9u;  // Weyl key increments (golden ratio, √3 − 1)
-constexpr uint32_t kW1 = 0xBB67AE85u;
-
-/// One Philox round: two 32×32→64 multiplies, then the S-box-like mix of hi, lo, counter and key.
-std::array<uint32_t, 4> round(const std::array<uint32_t, 4>& c, const std::array<uint32_t, 2>& k) {
-  const uint64_t p0 = static_cast<uint64_t>(kM0) * c[0];
-  const uint64_t p1 = static_cast<uint64_t>(kM1) * c[2];
-  const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-  const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-  return {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
-}
-
 /// The four lanes for key = seed (low word first) and counter = (ctr, stream), low words first.
 std::array<uint32_t, 4> block(uint64_t seed, uint64_t stream, uint64_t ctr) {
-  return philox4x32({static_cast<uint32_t>(ctr), static_cast<uint32_t>(ctr >> 32),
-                     static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
-                    {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
-}
-
-/// Top 24 bits of a lane as a float in [0, 1): exact in float, multiples of 2⁻²⁴.
-float to_unit(uint32_t x) {
-  return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+  const PhiloxLanes l = philox_block(seed, stream, ctr);
+  return {l.v[0], l.v[1], l.v[2], l.v[3]};
 }
 
 }  // namespace
 
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
-  for (int r = 0; r < 10; ++r) {
-    if (r > 0) {
-      key[0] += kW0;
-      key[1] += kW1;
-    }
-    counter = round(counter, key);
-  }
-  return counter;
+  const PhiloxLanes l = philox4x32_10(counter[0], counter[1], counter[2], counter[3], key[0], key[1]);
+  return {l.v[0], l.v[1], l.v[2], l.v[3]};
 }
 
 float uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  return to_unit(block(seed, stream, index / 4)[index % 4]);
+  return uniform_at(seed, stream, index);
 }
 
 // Element `index` uses the Philox block at counter (index / 2, stream): lanes (0, 1) for even

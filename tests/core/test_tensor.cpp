@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "engine/error.h"
 #include "engine/tensor.h"
 
@@ -27,6 +29,30 @@ TEST_CASE("shape errors name both shapes") {
   CHECK_THROWS_AS(a.reshape({5}), ShapeError);
   CHECK_THROWS_AS(Tensor({2}, DType::f16), ShapeError);
   CHECK_THROWS_AS(Tensor({2}, DType::f32, Device::cuda), ShapeError);
+}
+
+TEST_CASE(
+    "without a registered GPU backend, cuda storage and ops are refused naming the device and the rule") {
+  // test_core never links the GPU backend (tpsp_cuda), so this holds in every build.
+  const std::string rule =
+      "tensor storage on cuda is not available in this process (no cuda backend is registered: a build "
+      "without "
+      "the GPU backend, or tpsp::cuda::register_backend() was not called)";
+  try {
+    Tensor t({2}, DType::f32, Device::cuda);
+    FAIL("a cuda tensor was created");
+  } catch (const ShapeError& e) {
+    CHECK(std::string(e.what()) == "Tensor: " + rule);
+  }
+  try {
+    (void)Tensor::from({2}, {1.f, 2.f}).to(Device::cuda);
+    FAIL("a cpu tensor was moved to cuda");
+  } catch (const ShapeError& e) {
+    CHECK(std::string(e.what()) == "Tensor: " + rule);
+  }
+  CHECK_THROWS_AS(Tensor::empty({3}, DType::bf16, Device::cuda), ShapeError);
+  const Tensor cpu = Tensor::from({2}, {1.f, 2.f});
+  CHECK(cpu.to(Device::cpu).shares_storage_with(cpu));  // to(its own device) is the same handle
 }
 
 TEST_CASE("cat and narrow_copy along the last dim are inverse") {

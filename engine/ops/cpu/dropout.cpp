@@ -9,13 +9,15 @@
 #include "engine/error.h"
 #include "engine/ops/cpu/ops.h"
 #include "engine/random/philox.h"
+#include "engine/random/philox_core.h"
 
 namespace tpsp::ops::cpu {
 namespace {
 
 /// Writes keep_value or 0 for the `count` consecutive global indices first, first+1, …: the same bits
-/// as random::uniform(seed, stream, i) >= p (counter (i / 4, stream), lane i % 4, top 24 bits), but
-/// one Philox block serves four consecutive indices instead of being recomputed for each.
+/// as random::dropout_keeps(seed, stream, i, p) (engine/random/philox_core.h, which the CUDA kernels
+/// call: counter (i / 4, stream), lane i % 4, top 24 bits), but one Philox block serves four
+/// consecutive indices instead of being recomputed for each.
 void fill_keep_row(float* out, int64_t count, uint64_t first, float p, float keep_value,
                    const DropoutKey& key) {
   const std::array<uint32_t, 2> k = {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)};
@@ -29,7 +31,7 @@ void fill_keep_row(float* out, int64_t count, uint64_t first, float p, float kee
                                   static_cast<uint32_t>(key.stream), static_cast<uint32_t>(key.stream >> 32)},
                                  k);
     }
-    const float u = static_cast<float>(lanes[i % 4] >> 8) * (1.0f / 16777216.0f);
+    const float u = random::lane_to_unit(lanes[i % 4]);
     out[j] = u >= p ? keep_value : 0.f;
   }
 }

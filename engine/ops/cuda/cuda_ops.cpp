@@ -1,31 +1,68 @@
+// The CUDA implementation of engine/ops (DeviceOps, engine/ops/device_ops.h): shape checks with the
+// CPU ops' rules and messages, then cuBLAS (gemm.cpp) or the kernels (kernels.h); and the backend's
+// registration. Semantics, shapes and errors: the public headers engine/ops/*.h.
 #include "engine/ops/cuda/cuda_ops.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <memory>
-#include <stdexcept>
+#include <cmath>
+#include <mutex>
+#include <vector>
 
+#include "engine/device_hooks.h"
 #include "engine/error.h"
+#include "engine/ops/cuda/attention.h"
+#include "engine/ops/cuda/cuda_check.h"
+#include "engine/ops/cuda/gemm.h"
+#include "engine/ops/cuda/kernels.h"
+#include "engine/ops/cuda/op_args.h"
+#include "engine/ops/device_ops.h"
+#include "engine/ops/ops.h"
 
 namespace tpsp::cuda {
 
-cudaError_t bias_add_device(float* y, const float* b, long long n, long long m);
+DeviceHooks storage_hooks();          // storage.cu
+void set_process_device(int device);  // storage.cu
+ops::DeviceOps& cuda_ops();           // cuda_ops_impl.cpp
 
-namespace {
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e));
+float* dptr(Tensor& t, const char* what) {
+  TPSP_CHECK(t.device() == Device::cuda && t.dtype() == DType::f32, what,
+             ": expected an f32 cuda tensor, got ", dtype_name(t.dtype()), " on ", device_name(t.device()));
+  return static_cast<float*>(t.raw_data());
 }
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(s));
+
+const float* dptr(const Tensor& t, const char* what) {
+  return dptr(const_cast<Tensor&>(t), what);
 }
-struct DeviceBuffer {
-  float* p = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) { check(cudaMalloc(&p, bytes), "cudaMalloc"); }
-  ~DeviceBuffer() { cudaFree(p); }
-};
-}  // namespace
+
+DropoutIndex make_dropout_index(const Shape& local_shape, float p, const ops::DropoutKey& key) {
+  TPSP_CHECK(p >= 0.f && p < 1.f, "dropout: p = ", p, " is outside [0, 1)");
+  const Shape& global = key.global_shape.empty() ? local_shape : key.global_shape;
+  const std::size_t nd = local_shape.size();
+  const Shape offset = key.offset.empty() ? Shape(nd, 0) : key.offset;
+  TPSP_CHECK(global.size() == nd && offset.size() == nd, "dropout: local shape ", shape_str(local_shape),
+             ", offset ", shape_str(offset), " and global shape ", shape_str(global), " differ in rank");
+  for (std::size_t d = 0; d < nd; ++d)
+    TPSP_CHECK(local_shape[d] >= 0 && offset[d] >= 0 && offset[d] + local_shape[d] <= global[d],
+               "dropout: a local tensor ", shape_str(local_shape), " at offset ", shape_str(offset),
+               " does not fit inside the global shape ", shape_str(global), " (dim ", d, ")");
+  TPSP_CHECK(nd <= static_cast<std::size_t>(DropoutIndex::kMaxDims), "dropout on cuda: ", nd,
+             " dims; at most ", DropoutIndex::kMaxDims, " are supported");
+  DropoutIndex idx;
+  idx.nd = static_cast<int>(nd);
+  int64_t stride = 1;
+  for (std::size_t d = nd; d-- > 0;) {
+    idx.local[d] = local_shape[d];
+    idx.offset[d] = offset[d];
+    idx.gstride[d] = stride;
+    stride *= global[d];
+  }
+  idx.seed = key.seed;
+  idx.stream = key.stream;
+  idx.p = p;
+  idx.keep_value = 1.f / (1.f - p);
+  return idx;
+}
 
 int device_count(std::string* why) {
   int n = 0;
@@ -38,33 +75,30 @@ int device_count(std::string* why) {
   return n;
 }
 
+void register_backend(int device) {
+  static std::mutex mu;
+  static int registered = -1;
+  std::lock_guard<std::mutex> lock(mu);
+  TPSP_CHECK(device >= 0, "register_backend: device ", device, " is negative");
+  if (registered == device) return;
+  TPSP_CHECK(registered < 0, "register_backend: this process already uses CUDA device ", registered,
+             "; it cannot switch to device ", device);
+  set_process_device(device);
+  register_device_hooks(Device::cuda, storage_hooks());
+  ops::register_device_ops(Device::cuda, &cuda_ops());
+  registered = device;
+}
+
 Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
-  TPSP_CHECK(w.dim() == 2 && x.size(-1) == w.size(1), "cuda linear: x ", shape_str(x.shape()), " and w ",
-             shape_str(w.shape()), " do not match (x's last dim must equal w's dim 1)");
-  const int64_t k = w.size(1), m = w.size(0), n = x.numel() / k;
-  Shape out_shape = x.shape();
-  out_shape.back() = m;
-  Tensor y(out_shape);
-  DeviceBuffer dx(x.nbytes()), dw(w.nbytes()), dy(y.nbytes());
-  check(cudaMemcpy(dx.p, x.data(), x.nbytes(), cudaMemcpyHostToDevice), "copy x");
-  check(cudaMemcpy(dw.p, w.data(), w.nbytes(), cudaMemcpyHostToDevice), "copy w");
-  cublasHandle_t h = nullptr;
-  check(cublasCreate(&h), "cublasCreate");
-  std::unique_ptr<cublasContext, decltype(&cublasDestroy)> guard(h, cublasDestroy);
-  const float one = 1.f, zero = 0.f;
-  // Row-major Y[n, m] = X[n, k] · W[m, k]ᵀ is column-major Yᵀ[m, n] = W · Xᵀ.
-  check(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
-                    static_cast<int>(k), &one, dw.p, static_cast<int>(k), dx.p, static_cast<int>(k), &zero,
-                    dy.p, static_cast<int>(m)),
-        "cublasSgemm");
+  TPSP_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), "cuda linear: x ", shape_str(x.shape()),
+             " and w ", shape_str(w.shape()), " do not match (x's last dim must equal w's dim 1)");
+  Tensor y = ops::matmul_forward(x.to(Device::cuda), w.to(Device::cuda));
   if (b.defined()) {
-    TPSP_CHECK(b.numel() == m, "cuda linear: bias of ", b.numel(), " elements for ", m, " outputs");
-    DeviceBuffer db(b.nbytes());
-    check(cudaMemcpy(db.p, b.data(), b.nbytes(), cudaMemcpyHostToDevice), "copy b");
-    check(bias_add_device(dy.p, db.p, n, m), "bias_add kernel");
+    TPSP_CHECK(b.numel() == w.size(0), "cuda linear: bias of ", b.numel(), " elements for ", w.size(0),
+               " outputs");
+    ops::bias_add_forward(y, b.to(Device::cuda));
   }
-  check(cudaMemcpy(y.data(), dy.p, y.nbytes(), cudaMemcpyDeviceToHost), "copy y");
-  return y;
+  return y.to(Device::cpu);
 }
 
 }  // namespace tpsp::cuda

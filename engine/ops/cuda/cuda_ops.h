@@ -1,5 +1,10 @@
-// GPU ops (CUDA + cuBLAS), the start of the GPU backend: compiled whenever nvcc is found, so CI
-// catches compile errors; used only when a device exists. Same semantics as engine/ops (f32).
+// The GPU backend's entry points (CUDA + cuBLAS): compiled whenever nvcc is found (cmake/cuda.cmake,
+// library tpsp_cuda), so CI catches compile errors; used only when a device exists.
+//
+// A program that wants cuda tensors calls tpsp::cuda::register_backend() once, before its first cuda
+// tensor: it installs the CUDA storage hooks of Tensor (engine/device_hooks.h) and the CUDA ops
+// behind engine/ops (engine/ops/device_ops.h). The call is explicit on purpose: a static
+// initializer in a static library is dropped by the linker when nothing references its object.
 #pragma once
 
 #include <string>
@@ -12,8 +17,15 @@ namespace tpsp::cuda {
 /// *why (e.g. "cudaErrorInsufficientDriver"). Never throws.
 int device_count(std::string* why = nullptr);
 
-/// Y = X · Wᵀ (+ b) on device 0 with cuBLAS sgemm: x [..., k], w [m, k], b [m] or undefined →
-/// [..., m] on the CPU. Copies in and out (a correctness path, not a fast one).
+/// Registers the CUDA storage and ops for this process, on CUDA device `device` (made current on
+/// every thread that calls into the backend, a ProcessGroup's comm thread included). Idempotent
+/// for the same device. Works without a device too: the first cuda tensor then raises the CUDA
+/// error (std::runtime_error, e.g. "cudaSetDevice(0): cudaErrorInsufficientDriver ..."). Throws ShapeError
+/// for a negative device, or a device other than the one registered first.
+void register_backend(int device = 0);
+
+/// Y = X · Wᵀ (+ b) on the GPU with cuBLAS: x [..., k], w [m, k], b [m] or undefined, all on the
+/// CPU → [..., m] on the CPU (copies in and out: a smoke path). Needs register_backend().
 /// Throws ShapeError on mismatched shapes and std::runtime_error naming the CUDA/cuBLAS error.
 Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b);
 

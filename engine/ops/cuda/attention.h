@@ -1,0 +1,18 @@
+// Causal multi-head attention on the GPU (engine/ops/attention.h's semantics and options, the
+// algorithm of engine/ops/cpu/attention.cpp): the per-(batch, head) products are strided batched
+// cuBLAS GEMMs over the b·heads blocks of qkv, with the mask, softmax and dropout as row kernels.
+#pragma once
+
+#include "engine/ops/attention.h"
+#include "engine/tensor.h"
+
+namespace tpsp::cuda {
+
+/// qkv [s, b, heads·3·d] f32 on cuda → out [s, b, heads·d] and probs [b, heads, s, s] on cuda.
+/// Errors as ops::attention_forward (ShapeError on bad shapes, padding mask or cu_seqlens).
+ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptions& opt);
+/// dqkv [s, b, heads·3·d] on cuda; the dropout mask is regenerated from the key.
+Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                          const ops::AttentionOptions& opt);
+
+}  // namespace tpsp::cuda

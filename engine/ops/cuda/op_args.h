@@ -1,0 +1,21 @@
+// Host-side helpers of the GPU ops (cuda_ops.cpp, attention.cpp): device pointers of f32 cuda
+// tensors, and the dropout index of a DropoutKey with the CPU's checks.
+#pragma once
+
+#include "engine/ops/cuda/dropout_index.h"
+#include "engine/ops/dropout.h"
+#include "engine/tensor.h"
+
+namespace tpsp::cuda {
+
+/// The device pointer of an f32 cuda tensor; ShapeError naming `what` otherwise (an internal rule:
+/// the dispatcher hands the device ops f32 cuda tensors).
+float* dptr(Tensor& t, const char* what);
+const float* dptr(const Tensor& t, const char* what);
+
+/// Where a local tensor of `local_shape` sits in the key's global tensor, with the key and p.
+/// ShapeError as engine/ops/cpu/dropout.cpp's dropout_mask: p ∉ [0, 1), ranks that differ, a local
+/// tensor that does not fit; and more than DropoutIndex::kMaxDims dims.
+DropoutIndex make_dropout_index(const Shape& local_shape, float p, const ops::DropoutKey& key);
+
+}  // namespace tpsp::cuda
