@@ -189,7 +189,8 @@ struct WitnessRelay {
 
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
-              const run::Confinement* confine, const std::string& relay_log) {
+              const run::Confinement* confine, const std::string& relay_log,
+              const std::vector<std::string>& run_dirs) {
   run::JobSpec spec;
   if (confine) spec.confine = *confine;
   spec.argv = argv;
@@ -212,7 +213,12 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   for (int r = 0; r < world; ++r) {
     set["RANK"] = set["LOCAL_RANK"] = std::to_string(r);
     spec.ranks.push_back({r, run::build_environment(set, {})});
-    if (confine) spec.ranks.back().uid = confine->uid + r;
+    if (confine) {  // its own uid, namespaces, /tmp; of the run folders only its own rank<r>/ visible
+      spec.ranks.back().uid = confine->uid + r;
+      spec.ranks.back().isolate = true;
+      for (const std::string& d : run_dirs)
+        spec.ranks.back().own_dirs.push_back(d + "/rank" + std::to_string(r));
+    }
     ranks.push_back(r);
   }
   std::error_code ec;
@@ -257,6 +263,16 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   return code;
 }
 
+namespace {
+
+std::vector<std::string> dirs_of(const std::vector<const PlannedRun*>& runs) {
+  std::vector<std::string> dirs;
+  for (const PlannedRun* r : runs) dirs.push_back(r->dir);
+  return dirs;
+}
+
+}  // namespace
+
 int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& runs, uint64_t seed,
                 double budget, const std::string& scratch) {
   const PlannedRun& first = *runs.front();
@@ -295,7 +311,7 @@ int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& ru
   const int code = run_ranks(
       argv, world, budget,
       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1"},
-      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr, relay_log);
+      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr, relay_log, dirs_of(runs));
   if (confine) {
     for (int w = 0; w < world; ++w) kill_uid(confine->uid + w);
     take_back(scratch);

@@ -52,10 +52,12 @@ struct PlannedRun {
 /// With a `relay_log`, the ranks' only transport is a relay (witness_relay.h) writing that file; each
 /// rank gets its socket as fd 3 (TPSP_RELAY_FD=3). A confined launch also turns fingerprints off (its log
 /// must hold only the code's own calls; the relay compares the ranks' calls itself) and leaves the
-/// network down.
+/// network down. Each rank of a confined launch also gets namespaces of its own (launcher.h
+/// RankSpec::isolate): a private /tmp and /dev/shm, no network, and of `run_dirs` only its rank<r>/.
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
-              const run::Confinement* confine = nullptr, const std::string& relay_log = "");
+              const run::Confinement* confine = nullptr, const std::string& relay_log = "",
+              const std::vector<std::string>& run_dirs = {});
 
 /// Runs `runs` (one or more, all in the same layout with the same SP setting) in ONE launch of the
 /// rank program `bin`: each rank runs the scenarios in turn, each in a child forked before any learner

@@ -102,7 +102,8 @@ bool Report::write_json(const std::string& path) const {
                     {"results", results_},
                     {"notes", notes_}};
   std::ofstream out(path);
-  out << doc.dump(1) << "\n";
+  out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+      << "\n";  // rank messages: any bytes
   return static_cast<bool>(out);
 }
 

@@ -246,7 +246,8 @@ void judge_witness(const std::string& relay_log, const std::vector<const Planned
                       worlds, runs.size()));
     for (std::string& p : judge_run(log, static_cast<int>(k), *runs[k]))
       out["problems"].push_back(std::move(p));
-    std::ofstream(runs[k]->dir + ".witness.json") << out.dump(1) << "\n";
+    std::ofstream(runs[k]->dir + ".witness.json")
+        << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   }
 }
 

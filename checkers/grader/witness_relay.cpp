@@ -197,7 +197,8 @@ class Relay {
   /// Appends one line; false once the log is full (the last line then says so) or cannot be written.
   bool log(const json& line) {
     if (full_) return false;
-    std::string s = line.dump() + "\n";
+    // Group names and phases come from the ranks' code: any bytes, replaced where not UTF-8.
+    std::string s = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     if (logged_ + s.size() > kMaxLog) {
       full_ = true;
       s = json{{"ctx", -1},

@@ -77,7 +77,7 @@ void keep_open_until_exit(std::shared_ptr<void> group) {
 void write_result(const std::string& out_dir, int rank, const json& result) {
   const std::string dir = out_dir + "/rank" + std::to_string(rank);
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/result.json") << result.dump(1) << "\n";
+  std::ofstream(dir + "/result.json") << result.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
   if (result["status"] != "ok") std::fprintf(stderr, "%s\n", result["message"].get<std::string>().c_str());
 }
 

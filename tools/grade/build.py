@@ -41,15 +41,27 @@ FORBIDDEN_SYMBOLS = [
     (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|\bstd::filesystem::|"
                 r"^(fopen|fopen64|freopen|freopen64|fdopen|open|open64|openat|openat64|__open_2|__open64_2|"
                 r"__openat_2|creat|creat64|opendir|fdopendir|readlink|readlinkat|unlink|unlinkat|rename|renameat|"
-                r"renameat2|mkdir|mkdirat|chdir|fchdir|chroot|truncate|ftruncate)$"),
+                r"renameat2|mkdir|mkdirat|chdir|fchdir|chroot|truncate|ftruncate|"
+                # entries made or listed without opening a file: names are a channel too (attack o, r)
+                r"symlink|symlinkat|link|linkat|mkfifo|mkfifoat|mknod|mknodat|glob|glob64|globfree|globfree64|"
+                r"scandir|scandir64|scandirat|scandirat64|readdir|readdir64|nftw|nftw64|ftw|ftw64|"
+                r"stat|stat64|lstat|lstat64|fstatat|fstatat64|statx|__xstat|__xstat64|__lxstat|__lxstat64|"
+                r"__fxstatat|__fxstatat64|statfs|statfs64|statvfs|statvfs64|access|faccessat|euidaccess|eaccess|"
+                r"chmod|fchmod|fchmodat|lchmod|chown|fchown|fchownat|lchown|utime|utimes|lutimes|futimes|"
+                r"utimensat|futimens|setxattr|lsetxattr|fsetxattr|getxattr|lgetxattr|fgetxattr|listxattr|"
+                r"llistxattr|flistxattr|removexattr|lremovexattr|fremovexattr|realpath|canonicalize_file_name)$"),
      "opens files or folders (a lab's code reads and writes only tensors)"),
     (re.compile(r"^(fork|_Fork|vfork|clone|clone3|execv|execve|execveat|execvp|execvpe|execl|execlp|execle|fexecve|"
                 r"posix_spawn|posix_spawnp|system|popen|daemon|setsid|setpgid|ptrace|kill|tgkill|tkill|killpg|"
                 r"signal|sigaction|prctl|unshare|setns|process_vm_readv|process_vm_writev|pidfd_open|dlopen|dlsym|"
-                r"dlvsym|syscall)$"),
+                r"dlvsym|syscall|wordexp|wordfree)$"),
      "starts or controls processes, or makes raw system calls"),
     (re.compile(r"^(socket|socketpair|connect|bind|listen|accept|accept4|sendto|recvfrom|sendmsg|recvmsg|mmap|mmap64|"
-                r"mprotect|shm_open|shmget|shmat|msgget|semget|mq_open|getenv|secure_getenv|environ|__environ)$"),
+                r"mprotect|shm_open|shmget|shmat|msgget|semget|mq_open|getenv|secure_getenv|environ|__environ|"
+                r"program_invocation_name|program_invocation_short_name|__progname|__libc_argv|"
+                r"sigqueue|sigtimedwait|sigwaitinfo|sigwait|sigprocmask|pthread_sigmask|pthread_kill|"
+                r"sched_setaffinity|sched_getaffinity|setpriority|getpriority|prlimit|prlimit64|"
+                r"setrlimit|getrlimit|ioprio_set|ioprio_get)$"),
      "reaches outside the process group's calls (sockets, shared memory, the environment)"),
 ]
 SYSCALL_INSTRUCTION = re.compile(r"\s(syscall|sysenter|int\s+\$0x80)\b")

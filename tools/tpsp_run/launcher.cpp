@@ -4,8 +4,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,6 +150,37 @@ struct Proc {
   _exit(code);
 }
 
+// In the child after fork, as root: namespaces of the rank's own (RankSpec::isolate). Ends the child with
+// 126 when one cannot be made.
+void isolate_child(const std::vector<std::string>& own_dirs) {
+  auto check = [](bool ok, const std::string& what) {
+    if (!ok)
+      child_fail(fmt::format("tpsp-run: cannot isolate the rank ({}): {}\n", what, std::strerror(errno)),
+                 126);
+  };
+  check(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) == 0, "unshare");
+  check(mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0, "making / private");
+  for (const char* dir : {"/tmp", "/dev/shm"})
+    if (access(dir, F_OK) == 0)
+      check(mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777") == 0,
+            std::string("a tmpfs on ") + dir);
+  for (std::size_t i = 0; i < own_dirs.size(); ++i) {
+    const std::string& own = own_dirs[i];
+    const std::size_t slash = own.find_last_of('/');
+    if (slash == std::string::npos || slash == 0) continue;
+    const std::string parent = own.substr(0, slash), stage = "/tmp/.own" + std::to_string(i);
+    check(
+        mkdir(stage.c_str(), 0700) == 0 && mount(own.c_str(), stage.c_str(), nullptr, MS_BIND, nullptr) == 0,
+        "keeping " + own);
+    check(mount("tmpfs", parent.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711") == 0,
+          "hiding the rest of " + parent);
+    check(mkdir(own.c_str(), 0700) == 0 &&
+              mount(stage.c_str(), own.c_str(), nullptr, MS_BIND, nullptr) == 0 &&
+              umount2(stage.c_str(), MNT_DETACH) == 0 && rmdir(stage.c_str()) == 0,
+          "showing " + own);
+  }
+}
+
 // In the child after fork: applies `c` (limits first, then the identity: a uid change clears the
 // parent-death signal, which is therefore set after it). Ends the child with 126 when one cannot be applied.
 void confine_child(const Confinement& c) {
@@ -174,9 +208,10 @@ void confine_child(const Confinement& c) {
 // up in the relay).
 [[noreturn]] void exec_child(char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
                              int pass_fd, pid_t launcher_pid, const sigset_t& mask,
-                             const Confinement& confine) {
+                             const Confinement& confine, const RankSpec& rank) {
   setpgid(0, 0);
   dup2(err_fd, 2);
+  if (rank.isolate) isolate_child(rank.own_dirs);
   confine_child(confine);
 #ifdef __linux__
   // If the launcher is killed outright (SIGKILL), take the rank down with it.
@@ -306,7 +341,7 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
     const pid_t pid = fork();
     if (pid == 0) {
       exec_child(argv.data(), envps[i].data(), null_fd, out_pipe[1], err_pipe[1], spec.ranks[i].pass_fd,
-                 launcher_pid, old_mask, confine);
+                 launcher_pid, old_mask, confine, spec.ranks[i]);
     }
     const int fork_errno = errno;
     close(out_pipe[1]);
