@@ -159,6 +159,8 @@ void isolate_child(const std::vector<std::string>& own_dirs) {
                  126);
   };
   check(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) == 0, "unshare");
+  // No setuid program it may reach (the system's su, mount, ...) can raise its rights again.
+  check(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no new privileges");
   check(mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0, "making / private");
   for (const char* dir : {"/tmp", "/dev/shm"})
     if (access(dir, F_OK) == 0)

@@ -21,8 +21,9 @@ struct RankSpec {
   int pass_fd = -1;              // a descriptor the rank gets as its fd 3 (./grade's witness relay), or -1
   long uid = -1;                 // a confined rank's own uid (overrides JobSpec::confine.uid), or -1
   // With `isolate` (root only): the rank gets mount, network and IPC namespaces of its own before it
-  // starts: a private /tmp and /dev/shm, no network, and in the parent of each of `own_dirs` only that
-  // directory visible (its siblings, the other ranks' folders, hidden under an empty tmpfs).
+  // starts (and no new privileges: a setuid program does not raise them): a private /tmp and /dev/shm,
+  // no network, and in the parent of each of `own_dirs` only that directory visible (its siblings, the
+  // other ranks' folders, hidden under an empty tmpfs).
   bool isolate = false;
   std::vector<std::string> own_dirs = {};
 };
