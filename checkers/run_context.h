@@ -20,13 +20,18 @@
 namespace tpsp::checkers {
 
 /// Where a scenario runs: this rank's TP group (size tp, rank r; the world may hold several TP
-/// groups: dp × tp), the layout, SP on/off and the check's seed. begin_phase("forward") /
-/// ("backward") files the calls recorded from then on under that phase.
+/// groups: dp × tp), the layout, SP on/off, the check's seed and the device (./check --device: the
+/// scenario puts its inputs, weights and gradient buffers there with on_device, and its results must
+/// stay there). begin_phase("forward") / ("backward") files the calls recorded from then on under that
+/// phase.
 struct RunContext {
   comm::ProcessGroup* tp = nullptr;
   ParallelState* ps = nullptr;
   bool sp = false;
   uint64_t seed = 0;
+  Device device = Device::cpu;
+  /// t on the scenario's device (the same handle on the CPU; undefined stays undefined).
+  Tensor on_device(const Tensor& t) const { return t.defined() ? t.to(device) : t; }
   std::function<void(const std::string&)> begin_phase = [](const std::string&) {};
   int size() const { return tp->size(); }
   int rank() const { return tp->rank(); }

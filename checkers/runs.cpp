@@ -28,10 +28,13 @@ const std::map<std::string, RunFn>& all_runs() {
 }
 
 namespace {
+/// FNV-1a of the tensor's bytes (a device tensor's through a host copy; undefined: the empty hash).
 uint64_t fnv1a(const Tensor& t) {
   uint64_t h = 14695981039346656037ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(t.data());
-  for (std::size_t i = 0; i < t.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  if (!t.defined()) return h;
+  const Tensor host = t.to(Device::cpu);
+  const auto* p = static_cast<const unsigned char*>(host.raw_data());
+  for (std::size_t i = 0; i < host.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
 }  // namespace

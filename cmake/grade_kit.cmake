@@ -9,7 +9,7 @@
 #   grade-kit/bin/tpsp-check            the grader (links reference/ and no lab code)
 #   grade-kit/kit.json                  the compile and link lines, and the lab registry
 add_library(tpsp_grade_kit STATIC $<TARGET_OBJECTS:tpsp_engine_base> $<TARGET_OBJECTS:tpsp_rank_objects>
-                                  $<TARGET_OBJECTS:tpsp_check_inputs>)
+                                  $<TARGET_OBJECTS:tpsp_check_inputs> $<TARGET_OBJECTS:tpsp_runtime_cpu>)
 set(TPSP_KIT_DIR ${CMAKE_BINARY_DIR}/grade-kit)
 set_target_properties(tpsp_grade_kit PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${TPSP_KIT_DIR}/lib)
 # Submissions compile like a learner copy's lab files, without -Werror (a warning is not a wrong answer).

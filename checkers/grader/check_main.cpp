@@ -43,7 +43,7 @@ namespace {
 struct Options {
   std::vector<std::string> labs;
   bool all = false, solution = false, verbose = false, list = false, no_dp = false, predict = false;
-  std::string only, json_path, binary, seed_text, backend = "relay", prediction_file;
+  std::string only, json_path, binary, seed_text, backend = "relay", device = "cpu", prediction_file;
   std::vector<int> tps;
   bool hint = false;                    // --hint: print a task's hint instead of checking
   std::vector<std::string> hint_words;  // its NAME (may be several words: --hint f forward)
@@ -88,8 +88,13 @@ int parse(int argc, char** argv, Options& o) {
   app.add_option(
       "--backend", o.backend,
       "how the ranks talk: relay (default: through a relay in the checker, which carries every byte; "
-      "starts in microseconds) or gloo (Gloo over loopback TCP, as tpsp-train; a full-mesh rendezvous "
-      "per run); nccl needs a GPU build");
+      "starts in microseconds), gloo (Gloo over loopback TCP, as tpsp-train; a full-mesh rendezvous "
+      "per run) or nccl (--device cuda, one GPU per rank); device tensors go through host memory on "
+      "relay and gloo, so the ranks may share one GPU");
+  app.add_option("--device", o.device,
+                 "where the scenarios' tensors live: cpu (default), cuda (a GPU build on a GPU machine), "
+                 "cuda-emulated (cuda tensors kept in host memory with the CPU's ops: checks without a "
+                 "GPU that your code keeps device tensors on the device)");
   app.add_option("--hint", o.hint_words,
                  "list the lab's tasks, or with NAME (a unique prefix is enough) print that task's hint "
                  "from the lab's HINTS.md, then exit")
@@ -166,15 +171,24 @@ int parse(int argc, char** argv, Options& o) {
     std::fprintf(stderr, "./check: cannot write %s\n", o.json_path.c_str());
     return kUsage;
   }
-  if (o.backend != "relay" && o.backend != "gloo") {
-    std::fprintf(stderr, "./check: backend '%s' is not available in this build (relay or gloo)\n",
-                 o.backend.c_str());
+  if (o.backend != "relay" && o.backend != "gloo" && o.backend != "nccl") {
+    std::fprintf(stderr, "./check: backend '%s' is not one of relay, gloo, nccl\n", o.backend.c_str());
     return kUsage;
   }
-  if (o.backend == "gloo" && o.confine_uid >= 0) {
+  if (o.device != "cpu" && o.device != "cuda" && o.device != "cuda-emulated") {
+    std::fprintf(stderr, "./check: device '%s' is not one of cpu, cuda, cuda-emulated\n", o.device.c_str());
+    return kUsage;
+  }
+  if (o.backend == "nccl" && o.device != "cuda") {
+    std::fprintf(stderr, "./check: --backend nccl needs --device cuda (nccl moves GPU memory only; got --device %s)\n",
+                 o.device.c_str());
+    return kUsage;
+  }
+  if (o.backend != "relay" && o.confine_uid >= 0) {
     std::fprintf(stderr,
                  "./check: --confine-uid runs the ranks through the grader's witness relay only; "
-                 "--backend gloo is not allowed with it\n");
+                 "--backend %s is not allowed with it\n",
+                 o.backend.c_str());
     return kUsage;
   }
   if (!o.seed_text.empty() && !parse_seed(o.seed_text, o.seed)) {
@@ -416,7 +430,9 @@ int main(int argc, char** argv) {
   }
   if (o.predict) return check_predictions(o.labs, TPSP_SOURCE_DIR, o.prediction_file);
   use_relay(o.backend == "relay");  // confined runs (./grade) always do: their relay is the witness
-  Report report(o.seed, o.solution, o.binary, o.backend, o.labs, o.verbose);
+  set_device(o.device, o.backend == "nccl" ? "nccl" : "gloo");
+  Report report(o.seed, o.solution, o.binary, o.device == "cpu" ? o.backend : o.backend + ", device " + o.device,
+                o.labs, o.verbose);
   if (!o.solution && o.binary.empty())
     if (const std::string stale = stale_sources(o.labs, bin_dir); !stale.empty()) {
       std::fprintf(stderr, "%s", stale.c_str());

@@ -38,6 +38,7 @@ namespace {
 
 std::optional<run::Confinement> g_confine;  // set by confine_launches
 bool g_relay = false;                       // set by use_relay
+std::string g_device = "cpu", g_backend = "gloo";  // set by set_device
 long g_launches = 0;                        // launches so far (each confined one gets its own uids)
 constexpr int kMaxWorld = 16;               // uids per launch: rank w of a launch runs as its uid + w
 
@@ -118,6 +119,11 @@ void kill_uid(long uid) {
 
 void use_relay(bool on) {
   g_relay = on;
+}
+
+void set_device(const std::string& device, const std::string& backend) {
+  g_device = device;
+  g_backend = backend;
 }
 
 void confine_launches(const run::Confinement& limits) {
@@ -201,6 +207,10 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   for (const std::string& e : env) set[e.substr(0, e.find('='))] = e.substr(e.find('=') + 1);
   set["TPSP_STORE_DIR"] = store;
   set["WORLD_SIZE"] = set["LOCAL_WORLD_SIZE"] = std::to_string(world);
+  if (g_device != "cpu" || g_backend != "gloo") {
+    set["TPSP_DEVICE"] = g_device;
+    set["TPSP_BACKEND"] = g_backend;
+  }
   if (!run::env_nonempty("OPENBLAS_NUM_THREADS"))
     set["OPENBLAS_NUM_THREADS"] = std::to_string(run::default_blas_threads(run::usable_cpus(), world));
   WitnessRelay relay;

@@ -27,6 +27,11 @@ void confine_launches(const run::Confinement& limits);
 /// of a small run's cost. Confined launches always use the relay, as the witness.
 void use_relay(bool on);
 
+/// Where the next launches' ranks compute and how they talk when not through the relay: --device
+/// (cpu, cuda, cuda-emulated) and --backend gloo or nccl, passed to the ranks as TPSP_DEVICE and
+/// TPSP_BACKEND (engine/runtime/device_runtime.h). Defaults: cpu, gloo.
+void set_device(const std::string& device, const std::string& backend);
+
 /// One run of a check: scenario `sc` in `layout` with SP on or off; its ranks dump under `dir`
 /// (rank<w>/ each, see checkers/rank/ranks_main.cpp).
 struct PlannedRun {

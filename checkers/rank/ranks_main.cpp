@@ -33,7 +33,9 @@
 #include "checkers/rank/where.h"
 #include "checkers/run_context.h"
 #include "engine/comm/env.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/comm/relay/relay_backend.h"
+#include "engine/error.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
 #include "engine/parallel_state.h"
@@ -83,7 +85,7 @@ void write_result(const std::string& out_dir, int rank, const json& result) {
 
 /// Runs scenario `id` on this rank with the groups of `ps` and dumps it under OUT/rank<w>/ (see the
 /// top of this file). Returns the exit code it stands for: 0 ok, 3 todo, 1 error.
-int run_scenario(const std::string& id, const std::string& out_dir, ParallelState& ps, bool sp,
+int run_scenario(const std::string& id, const std::string& out_dir, ParallelState& ps, Device device, bool sp,
                  uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
   json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}, {"compute", json::array()}};
@@ -99,13 +101,16 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
     ctx.ps = &ps;
     ctx.sp = sp;
     ctx.seed = seed;
+    ctx.device = device;
     // Calls are filed under the phase in which they were ISSUED (an async call may complete later);
     // calls still pending at the end (in flight, or never waited and never completed) are listed too.
     comm::Recorder& rec = ps.world().recorder();
     rec.clear();
     std::vector<std::pair<double, std::string>> phases{{-1.0, "setup"}};
     // Under a relay the phase is also marked there, so that the witness files calls by phase itself.
-    auto* relay = dynamic_cast<comm::RelayBackend*>(&ps.world().backend());
+    comm::RelayBackend* relay = nullptr;  // under a device's staging layer when the run is on a device
+    for (comm::Backend* b = &ps.world().backend(); b && !relay; b = b->inner())
+      relay = dynamic_cast<comm::RelayBackend*>(b);
     ctx.begin_phase = [&](const std::string& next) {
       if (relay) relay->mark(next, ps.world().options().timeout);
       phases.emplace_back(rec.now(), next);
@@ -144,7 +149,13 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
     }
     flush();
     rec.write_chrome_trace(dir + "/trace.json");
-    for (const auto& [name, t] : outputs) io::save_npy(dir + "/" + name + ".npy", t);
+    for (const auto& [name, t] : outputs) {
+      // On a device every result must stay there: one on the host means a layer moved it (or read it).
+      TPSP_CHECK(!t.defined() || t.device() == device, "output '", name, "' is on ", device_name(t.device()),
+                 "; with --device ", runtime::device_choice_name(runtime::device_from_env()),
+                 " the scenario's tensors live on ", device_name(device), " and its results must stay there");
+      io::save_npy(dir + "/" + name + ".npy", t.defined() ? t.to(Device::cpu) : t);
+    }
   } catch (const NotImplemented& e) {
     result["status"] = "todo";
     result["message"] = e.what();
@@ -163,9 +174,12 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
 /// returns the exit code (0 ok, 3 todo, 1 error). A failure to join is filed as the scenario's result.
 int run_alone(const std::string& id, const std::string& out_dir, int tp_size, bool sp, uint64_t seed) {
   std::shared_ptr<ParallelState> state;
+  Device device = Device::cpu;
   int rank = 0;
   try {
-    auto world = comm::init_from_env();
+    const runtime::DeviceChoice choice = runtime::device_from_env();
+    device = runtime::activate(choice);
+    auto world = runtime::init_world(choice, runtime::backend_from_env());
     keep_open_until_exit(world);
     trace::install(world->recorder_ptr());  // compute spans beside the communication records
     rank = world->rank();
@@ -178,7 +192,7 @@ int run_alone(const std::string& id, const std::string& out_dir, int tp_size, bo
                  {{"status", todo ? "todo" : "error"}, {"message", e.what()}, {"calls", json::array()}});
     return todo ? 3 : 1;
   }
-  return run_scenario(id, out_dir, *state, sp, seed);
+  return run_scenario(id, out_dir, *state, device, sp, seed);
 }
 
 }  // namespace

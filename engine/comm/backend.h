@@ -76,6 +76,9 @@ class Backend {
                                              std::chrono::milliseconds timeout) = 0;
   /// Makes every pending and later call of this backend fail at once (close its connections).
   virtual void abort() noexcept = 0;
+  /// The transport this one wraps (a staging layer's inner backend), else null: how a caller finds
+  /// the grader's relay (relay/relay_backend.h) under a device's staging layer.
+  virtual Backend* inner() { return nullptr; }
 };
 
 }  // namespace tpsp::comm

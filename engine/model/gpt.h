@@ -45,6 +45,10 @@ struct ParallelOptions {
   /// Overlap the TP communication of every linear layer with its GEMMs (Megatron's tp_comm_overlap;
   /// lab04, engine/tensor_parallel/layers_overlap.cpp). Same results as without.
   bool tp_comm_overlap = false;
+  /// Where the parameters, gradients, optimizer state and activations live (Device::cuda after
+  /// engine/runtime/device_runtime.h activate(): a GPU or the emulated device). Token ids stay on the
+  /// host (the embedding uploads them); losses and logits_local() come back to the host.
+  Device device = Device::cpu;
 };
 
 /// One micro-batch: ids and targets [b, s] batch-first.

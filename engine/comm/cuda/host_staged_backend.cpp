@@ -141,6 +141,7 @@ class HostStagedBackend final : public comm::Backend {
   }
 
   void abort() noexcept override { inner_->abort(); }
+  comm::Backend* inner() override { return inner_.get(); }
 
  private:
   std::unique_ptr<comm::Backend> inner_;

@@ -1,0 +1,204 @@
+// The emulated device (emulated_device.h): host-memory storage hooks, and DeviceOps that run each op
+// on CPU copies of its tensors.
+#include "engine/emulated_device.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "engine/bf16.h"
+#include "engine/device_hooks.h"
+#include "engine/error.h"
+#include "engine/ops/device_ops.h"
+#include "engine/ops/ops.h"
+
+namespace tpsp::emulated {
+namespace {
+
+std::atomic<bool> g_registered{false};
+
+void* alloc(std::size_t bytes) {
+  void* p = std::malloc(bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void release(void* p) noexcept { std::free(p); }
+void copy(void* dst, bool, const void* src, bool, std::size_t bytes) { std::memmove(dst, src, bytes); }
+void copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+             std::size_t height) {
+  for (std::size_t r = 0; r < height; ++r)
+    std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+}
+void fill(void* dst, DType dt, float value, std::size_t n) {
+  if (dt == DType::f32) {
+    float* f = static_cast<float*>(dst);
+    for (std::size_t i = 0; i < n; ++i) f[i] = value;
+    return;
+  }
+  const uint16_t bits = f32_to_bf16(value);
+  uint16_t* h = static_cast<uint16_t*>(dst);
+  for (std::size_t i = 0; i < n; ++i) h[i] = bits;
+}
+void convert(void* dst, DType dst_dt, const void* src, DType src_dt, std::size_t n) {
+  TPSP_CHECK(dst_dt != src_dt && (dst_dt == DType::f32 || dst_dt == DType::bf16) &&
+                 (src_dt == DType::f32 || src_dt == DType::bf16),
+             "emulated device: convert between f32 and bf16 only");
+  for (std::size_t i = 0; i < n; ++i) {
+    if (dst_dt == DType::bf16)
+      static_cast<uint16_t*>(dst)[i] = f32_to_bf16(static_cast<const float*>(src)[i]);
+    else
+      static_cast<float*>(dst)[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+  }
+}
+
+/// A device tensor's f32 copy on the CPU (undefined stays undefined).
+Tensor host(const Tensor& t) {
+  return t.defined() ? t.to(Device::cpu).to(DType::f32) : t;
+}
+/// A CPU result on the device.
+Tensor dev(const Tensor& t) {
+  return t.defined() ? t.to(Device::cuda) : t;
+}
+/// Runs f on a CPU copy of the device tensor t and writes the copy back.
+template <class F>
+void in_place(Tensor& t, F&& f) {
+  Tensor h = host(t);
+  f(h);
+  t.copy_from(h);
+}
+
+/// Every op: inputs to the CPU, the CPU op, results back. Values are the CPU's bit for bit.
+class EmulatedOps final : public ops::DeviceOps {
+ public:
+  Tensor matmul_forward(const Tensor& x, const Tensor& w) override {
+    return dev(ops::matmul_forward(host(x), host(w)));
+  }
+  Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) override {
+    return dev(ops::matmul_dgrad(host(dy), host(w)));
+  }
+  void matmul_wgrad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
+    in_place(dw, [&](Tensor& h) { ops::matmul_wgrad(host(dy), host(x), h); });
+  }
+  ops::MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx,
+                                   bool need_dw) override {
+    ops::MatmulGrads g = ops::matmul_backward(host(dy), host(x), host(w), need_dx, need_dw);
+    return {dev(g.dx), dev(g.dw)};
+  }
+  void bias_add_forward(Tensor& y, const Tensor& b) override {
+    in_place(y, [&](Tensor& h) { ops::bias_add_forward(h, host(b)); });
+  }
+  Tensor bias_add_backward(const Tensor& dy) override { return dev(ops::bias_add_backward(host(dy))); }
+
+  Tensor add(const Tensor& a, const Tensor& b) override { return dev(ops::add(host(a), host(b))); }
+  void add_(Tensor& a, const Tensor& b) override {
+    in_place(a, [&](Tensor& h) { ops::add_(h, host(b)); });
+  }
+  void scale_(Tensor& a, float s) override {
+    in_place(a, [&](Tensor& h) { ops::scale_(h, s); });
+  }
+  Tensor gelu_forward(const Tensor& x) override { return dev(ops::gelu_forward(host(x))); }
+  Tensor gelu_backward(const Tensor& dy, const Tensor& x) override {
+    return dev(ops::gelu_backward(host(dy), host(x)));
+  }
+
+  ops::LayerNormOut layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      float eps) override {
+    ops::LayerNormOut o = ops::layernorm_forward(host(x), host(gamma), host(beta), eps);
+    return {dev(o.y), dev(o.mean), dev(o.rstd)};
+  }
+  ops::LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                         const Tensor& mean, const Tensor& rstd) override {
+    ops::LayerNormGrads g = ops::layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd));
+    return {dev(g.dx), dev(g.dgamma), dev(g.dbeta)};
+  }
+
+  Tensor softmax_forward(const Tensor& x) override { return dev(ops::softmax_forward(host(x))); }
+  Tensor softmax_backward(const Tensor& dy, const Tensor& y) override {
+    return dev(ops::softmax_backward(host(dy), host(y)));
+  }
+
+  ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptions& opt) override {
+    ops::AttentionOut o = ops::attention_forward(host(qkv), host_options(opt));
+    return {dev(o.out), dev(o.probs)};
+  }
+  Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                            const ops::AttentionOptions& opt) override {
+    return dev(ops::attention_backward(host(dout), host(qkv), host(probs), host_options(opt)));
+  }
+
+  Tensor embedding_forward(const TokenBatch& ids, const Tensor& wte, int64_t vocab_start) override {
+    return dev(ops::embedding_forward(ids, host(wte), vocab_start));
+  }
+  Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local,
+                            int64_t vocab_start) override {
+    return dev(ops::embedding_backward(host(dout), ids, vocab_local, vocab_start));
+  }
+  void position_embedding_add(Tensor& x, const Tensor& wpe, int64_t seq_start) override {
+    in_place(x, [&](Tensor& h) { ops::position_embedding_add(h, host(wpe), seq_start); });
+  }
+  Tensor position_embedding_backward(const Tensor& dx, int64_t max_seq, int64_t seq_start) override {
+    return dev(ops::position_embedding_backward(host(dx), max_seq, seq_start));
+  }
+
+  ops::CrossEntropyOut cross_entropy_forward(const Tensor& logits, const std::vector<int64_t>& targets,
+                                             float label_smoothing) override {
+    ops::CrossEntropyOut o = ops::cross_entropy_forward(host(logits), targets, label_smoothing);
+    o.losses = dev(o.losses);
+    return o;
+  }
+  Tensor cross_entropy_backward(const Tensor& logits, const std::vector<int64_t>& targets, float dloss,
+                                float label_smoothing) override {
+    return dev(ops::cross_entropy_backward(host(logits), targets, dloss, label_smoothing));
+  }
+
+  Tensor dropout_forward(const Tensor& x, float p, const ops::DropoutKey& key) override {
+    return dev(ops::dropout_forward(host(x), p, key));
+  }
+  Tensor dropout_backward(const Tensor& dy, float p, const ops::DropoutKey& key) override {
+    return dev(ops::dropout_backward(host(dy), p, key));
+  }
+
+  void adamw_step(Tensor& param, const Tensor& grad, ops::AdamWState& state, int64_t t,
+                  const ops::AdamWConfig& cfg) override {
+    ops::AdamWState h{host(state.m), host(state.v)};
+    Tensor p = host(param);
+    ops::adamw_step(p, host(grad), h, t, cfg);
+    param.copy_from(p);
+    if (!state.m.defined()) state = {dev(h.m), dev(h.v)};  // created on first use, as the CPU op does
+    else {
+      state.m.copy_from(h.m);
+      state.v.copy_from(h.v);
+    }
+  }
+
+ private:
+  static ops::AttentionOptions host_options(const ops::AttentionOptions& opt) {
+    ops::AttentionOptions o = opt;
+    o.key_padding_mask = host(opt.key_padding_mask);
+    return o;
+  }
+};
+
+}  // namespace
+
+void register_cuda() {
+  static EmulatedOps ops_table;
+  if (g_registered.load()) return;
+  TPSP_CHECK(device_hooks(Device::cuda) == nullptr,
+             "emulated device: this process already uses a real CUDA device; the emulated one cannot replace it");
+  DeviceHooks h;
+  h.alloc = alloc;
+  h.free = release;
+  h.copy = copy;
+  h.copy_2d = copy_2d;
+  h.fill = fill;
+  h.convert = convert;
+  register_device_hooks(Device::cuda, h);
+  ops::register_device_ops(Device::cuda, &ops_table);
+  g_registered.store(true);
+}
+
+bool is_registered() { return g_registered.load(); }
+
+}  // namespace tpsp::emulated
