@@ -35,10 +35,13 @@ test-asan: full-repo build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 ## make demo: build, then train the TP+SP GPT and the single-process reference on Genesis and compare.
+## DEVICE=cuda trains the parallel run on the GPU (a build where nvcc is found; the ranks share one GPU
+## through host memory unless DEMO_ARGS="--backend nccl"), DEVICE=cuda-emulated on the GPU code paths
+## without a GPU.
 demo: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run -- --no-print-directory
-	$(BUILD)/bin/tpsp-demo $(DEMO_ARGS)
+	$(BUILD)/bin/tpsp-demo $(if $(DEVICE),--device $(DEVICE)) $(DEMO_ARGS)
 
 ## make bench: build the benchmarks and run bench/run_bench.py: the engine against its PyTorch peers
 ## (MLP step, GPT step), tp=2/tp=1 scaling, collective bandwidth (docs/performance.md; about 20 minutes

@@ -10,14 +10,14 @@ namespace tpsp::checkers {
 
 RankOutputs run_gpt_step(RunContext& ctx) {
   using namespace gpt_step;
-  model::ParallelGPT gpt(config(), ctx.seed, *ctx.ps, {.sequence_parallel = ctx.sp});
+  model::ParallelGPT gpt(config(), ctx.seed, *ctx.ps, {.sequence_parallel = ctx.sp, .device = ctx.device});
   ctx.begin_phase("forward");
   const float loss = gpt.forward(ids(ctx.seed), targets(ctx.seed), kIteration);
   ctx.begin_phase("backward");
   gpt.backward();
   ctx.begin_phase("step");
   gpt.step(adamw());
-  RankOutputs out{{"loss", Tensor::from({1}, {loss})}};
+  RankOutputs out{{"loss", ctx.on_device(Tensor::from({1}, {loss}))}};
   for (const auto& [name, g] : gpt.grads()) {
     out["grad." + name] = g.clone();
     out["param_after_step." + name] = gpt.params().at(name).clone();

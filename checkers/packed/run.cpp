@@ -9,14 +9,14 @@ namespace tpsp::checkers {
 
 RankOutputs run_packed_sequences(RunContext& ctx) {
   using namespace packed;
-  model::ParallelGPT gpt(config(), ctx.seed, *ctx.ps, {.sequence_parallel = ctx.sp});
+  model::ParallelGPT gpt(config(), ctx.seed, *ctx.ps, {.sequence_parallel = ctx.sp, .device = ctx.device});
   const PackedBatch batch =
       pack_sequences(sequences(ctx.seed, "ids"), sequences(ctx.seed, "targets"), ctx.sp ? ctx.size() : 1);
   ctx.begin_phase("forward");
   const float loss = gpt.forward_packed(batch.ids, batch.targets, batch.params, gpt_step::kIteration);
   ctx.begin_phase("backward");
   gpt.backward();
-  RankOutputs out{{"loss", Tensor::from({1}, {loss})}};
+  RankOutputs out{{"loss", ctx.on_device(Tensor::from({1}, {loss}))}};
   for (const auto& [name, g] : gpt.grads()) out["grad." + name] = g.clone();
   return out;
 }

@@ -8,16 +8,16 @@ void coalesced_all_reduce(const std::vector<Tensor*>& ts, comm::ProcessGroup& pg
   int64_t n = 0;
   for (const Tensor* t : ts) n += t->numel();
   if (n == 0) return;
-  Tensor flat = Tensor::empty({n});
+  Tensor flat = Tensor::empty({n}, DType::f32, ts.front()->device());  // on the gradients' device
   int64_t off = 0;
   for (const Tensor* t : ts) {
-    std::copy(t->data(), t->data() + t->numel(), flat.data() + off);
+    flat.slice0(off, off + t->numel()).copy_from(t->reshape({t->numel()}));
     off += t->numel();
   }
   pg.all_reduce(flat, comm::ReduceOp::sum, {label});
   off = 0;
   for (Tensor* t : ts) {
-    std::copy(flat.data() + off, flat.data() + off + t->numel(), t->data());
+    t->copy_from(flat.slice0(off, off + t->numel()).reshape(t->shape()));
     off += t->numel();
   }
 }

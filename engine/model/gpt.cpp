@@ -25,7 +25,8 @@ struct ParallelGPT::Saved {
   ops::LayerNormOut lnf;
   tensor_parallel::LinearSaved out_in;
   Tensor logits;  // [s, b, V_local]
-  tensor_parallel::VocabParallelCESaved ce;
+  tensor_parallel::VocabParallelCESaved ce;  // on the host (the vocab-parallel CE is host code, lab02)
+  bool device_ce = false;                     // tp = 1 on a device: the device's cross entropy op instead
   LayerContext ctx;
   int64_t real_seq = 0;  // s before padding (pad_sequence)
 };
@@ -63,7 +64,7 @@ void ParallelGPT::init_parameters() {
       const bool scaled = name.ends_with("linear_proj.weight") || name.ends_with("linear_fc2.weight");
       random::init_normal(whole, seed_, name, scaled ? scaled_std : cfg_.init_std);
     }
-    const Tensor shard = shard_of(whole, spec, ps_.tp_rank(), ps_.tp_size());
+    const Tensor shard = shard_of(whole, spec, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
     if (opt_.param_dtype == DType::f32) {
       params_[name] = shard;
     } else {
@@ -72,7 +73,7 @@ void ParallelGPT::init_parameters() {
       master_[name] = shard;
       params_[name] = shard.to(DType::bf16);
     }
-    grads_[name] = Tensor(shard.shape());  // main_grad: f32
+    grads_[name] = Tensor(shard.shape(), DType::f32, opt_.device);  // main_grad: f32
   }
 }
 
@@ -205,15 +206,20 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
                                   params_.at("decoder.final_layernorm.bias"), cfg_.ln_eps);
   S->logits = output_layer_->forward(S->lnf.y, S->out_in, tp);
   const int64_t vl = S->logits.size(2);
-  const auto ce = tensor_parallel::vocab_parallel_cross_entropy_forward(
-      S->logits.reshape({s * b, vl}), S->targets, cfg_.vocab, cfg_.label_smoothing, tp, S->ce);
   saved_ = S;
+  if (opt_.device != Device::cpu && tp.size() == 1) {  // the whole vocabulary here: the device's op
+    S->device_ce = true;
+    return ops::cross_entropy_forward(S->logits.reshape({s * b, vl}), S->targets, cfg_.label_smoothing).loss;
+  }
+  // Host code (lab02): on a device the logits come to the host and the gradient goes back in backward.
+  const auto ce = tensor_parallel::vocab_parallel_cross_entropy_forward(
+      S->logits.reshape({s * b, vl}).to(Device::cpu), S->targets, cfg_.vocab, cfg_.label_smoothing, tp, S->ce);
   return ce.loss;
 }
 
 Tensor ParallelGPT::logits_local() const {
   TPSP_CHECK(saved_ != nullptr, "logits_local() called before forward()");
-  const Tensor& l = saved_->logits;  // [s, b, V_local] → [b, s, V_local]
+  const Tensor l = saved_->logits.to(Device::cpu);  // [s, b, V_local] → [b, s, V_local]
   const int64_t s = saved_->real_seq, b = l.size(1), v = l.size(2);
   Tensor out({b, s, v});
   for (int64_t si = 0; si < s; ++si)
@@ -233,8 +239,12 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
   comm::ProcessGroup& tp = ps_.tp();
   const int64_t s = S.ids.s, b = S.ids.b;
 
-  Tensor dlogits = tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, loss_scale, tp)
-                       .reshape({s, b, S.logits.size(2)});
+  const int64_t vl = S.logits.size(2);
+  Tensor dlogits = S.device_ce ? ops::cross_entropy_backward(S.logits.reshape({s * b, vl}), S.targets, loss_scale,
+                                                             cfg_.label_smoothing)
+                               : tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, loss_scale, tp)
+                                     .to(opt_.device);
+  dlogits = dlogits.reshape({s, b, vl});
   Tensor dx = output_layer_->backward(dlogits, S.out_in, tp);
   ops::LayerNormGrads gf = ops::layernorm_backward(
       dx, S.x_final, params_.at("decoder.final_layernorm.weight"), S.lnf.mean, S.lnf.rstd);

@@ -28,7 +28,7 @@ AllGatherMatmulOut all_gather_matmul(const Tensor& shard, const ChunkGemm& gemm,
     comm::WorkPtr send, recv;
     Tensor incoming;
     if (k < p - 1) {
-      incoming = Tensor::empty(shard.shape(), shard.dtype());
+      incoming = Tensor::empty(shard.shape(), shard.dtype(), shard.device());
       send = tp.send_async(held, next, {label + ".ring"});
       recv = tp.recv_async(incoming, prev, {label + ".ring"});
     }
@@ -62,7 +62,7 @@ Tensor matmul_reduce_scatter(const Tensor& x, const ChunkGemm& gemm, ProcessGrou
   };
   Tensor sum = partial(r - 1);
   for (int k = 1; k < p; ++k) {
-    Tensor incoming = Tensor::empty(sum.shape(), sum.dtype());
+    Tensor incoming = Tensor::empty(sum.shape(), sum.dtype(), sum.device());
     comm::WorkPtr send = tp.send_async(sum, next, {label + ".ring"});
     comm::WorkPtr recv = tp.recv_async(incoming, prev, {label + ".ring"});
     Tensor mine = partial(r - 1 - k);  // while the running sum travels

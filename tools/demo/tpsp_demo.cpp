@@ -80,8 +80,9 @@ int main(int argc, char** argv) {
     fmt::print("tpsp demo: {} on '{}' ({} bytes)\n", o.gpt.str(), o.text, fs::file_size(o.text));
     fmt::print(
         "  batch b={} s={}, {} steps, AdamW lr={}, seed {}; parallel run: tp={} dp={} "
-        "sequence_parallel={}\n\n",
-        o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off");
+        "sequence_parallel={}, device {} (backend {}; the reference runs on the CPU)\n\n",
+        o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off", o.device,
+        o.backend);
 
     // 1. The single-process reference.
     const train::ByteDataset data(o.text);

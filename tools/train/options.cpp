@@ -21,6 +21,14 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_flag(
       "--check-collectives", o.check_collectives,
       "fingerprint every collective to catch desynchronised ranks (costs 7-11% of a step; off by default)");
+  app.add_option("--device", o.device,
+                 "where the model computes: cpu, cuda (one GPU per rank: LOCAL_RANK modulo the GPUs), or "
+                 "cuda-emulated (the GPU code paths in host memory, on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated"}));
+  app.add_option("--backend", o.backend,
+                 "how ranks talk: gloo (device tensors staged through host memory; ranks may share a GPU) "
+                 "or nccl (--device cuda, one GPU per rank)")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
   app.add_option("--text", o.text, "training text (bytes)")->check(CLI::ExistingFile)->capture_default_str();
   app.add_option("--batch", o.batch, "global batch size b")->check(CLI::PositiveNumber);
   app.add_option("--seq", o.gpt.seq, "sequence length s")->check(CLI::PositiveNumber);
@@ -40,7 +48,8 @@ std::string train_options_flags(const TrainOptions& o) {
              o.batch, o.gpt.seq, o.gpt.hidden, o.gpt.heads, o.gpt.layers, o.adamw.lr,
              o.link.empty() ? "" : " --link " + o.link) +
          (o.check_collectives ? " --check-collectives" : "") +
-         (o.tp_comm_overlap ? " --tp-comm-overlap" : "");
+         (o.tp_comm_overlap ? " --tp-comm-overlap" : "") +
+         (o.device == "cpu" ? "" : " --device " + o.device) + (o.backend == "gloo" ? "" : " --backend " + o.backend);
 }
 
 }  // namespace tpsp::train

@@ -26,11 +26,14 @@ struct TrainOptions {
   /// small all-gather per call, 7–11% of a step on 2 cores. Off by default in training; ./check and
   /// the tests always have it on.
   bool check_collectives = false;
+  /// --device cpu | cuda | cuda-emulated and --backend gloo | nccl (engine/runtime/device_runtime.h).
+  std::string device = "cpu";
+  std::string backend = "gloo";
   ops::AdamWConfig adamw{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f};
 };
 
-/// Registers --tp --sp/--no-sp --dp --steps --seed --dropout --link --check-collectives --text --batch
-/// --seq --hidden --heads --layers --lr on `app`, writing into `o`; an empty `o.text` becomes
+/// Registers --tp --sp/--no-sp --dp --steps --seed --dropout --link --check-collectives --device --backend
+/// --text --batch --seq --hidden --heads --layers --lr on `app`, writing into `o`; an empty `o.text` becomes
 /// default_text_path() (data/genesis_kjv.txt).
 void add_train_options(CLI::App& app, TrainOptions& o);
 

@@ -21,6 +21,7 @@
 #include "engine/lab_todo.h"
 #include "engine/model/gpt.h"
 #include "engine/parallel_state.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/trace.h"
 #include "engine/train/data.h"
 #include "tools/train/options.h"
@@ -45,7 +46,9 @@ json comm_summary(const std::vector<comm::CommRecord>& records) {
 
 int run(const train::TrainOptions& o, const std::string& out_dir) {
   std::filesystem::create_directories(out_dir);
-  auto world = comm::init_from_env();
+  const runtime::DeviceChoice choice = runtime::parse_device(o.device);
+  const Device device = runtime::activate(choice);
+  auto world = runtime::init_world(choice, o.backend);
   world->set_fingerprints(o.check_collectives);  // before the TP/DP groups, which inherit it
   trace::install(world->recorder_ptr());         // trace.json shows compute beside communication
   TPSP_CHECK(world->size() == o.tp * o.dp, "dp=", o.dp, " x tp=", o.tp, " = ", o.dp * o.tp,
@@ -55,7 +58,9 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
   ParallelState ps(world, o.tp);
   const train::ByteDataset data(o.text);
   model::ParallelGPT gpt(o.gpt, o.seed, ps,
-                         {.sequence_parallel = o.sequence_parallel, .tp_comm_overlap = o.tp_comm_overlap});
+                         {.sequence_parallel = o.sequence_parallel,
+                          .tp_comm_overlap = o.tp_comm_overlap,
+                          .device = device});
   const int64_t b_local = o.batch / o.dp;
 
   std::vector<float> losses;
@@ -81,7 +86,7 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
 
   // Activation memory per rank: this run's setting, and one forward with SP switched.
   const std::vector<std::size_t> mem_this = gpt.activation_bytes_per_layer();
-  model::ParallelGPT other(o.gpt, o.seed, ps, {.sequence_parallel = !o.sequence_parallel});
+  model::ParallelGPT other(o.gpt, o.seed, ps, {.sequence_parallel = !o.sequence_parallel, .device = device});
   std::vector<std::size_t> mem_other;
   if (o.sequence_parallel || o.gpt.seq % o.tp == 0) {
     other.forward(train::ByteDataset::rows(ids, ps.dp_rank() * b_local, b_local),
@@ -99,11 +104,13 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
       if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() &&
           spec.placement == Placement::Shard(0))
         whole = whole.slice0(0, o.gpt.vocab);
-      if (world->rank() == 0) io::save_npy(out_dir + "/params/" + name + ".npy", whole);
+      if (world->rank() == 0) io::save_npy(out_dir + "/params/" + name + ".npy", whole.to(Device::cpu).to(DType::f32));
     }
   }
   if (world->rank() == 0) {
     json report = {{"losses", losses},
+                   {"device", o.device},
+                   {"backend", world->backend().name()},
                    {"wall_s", wall},
                    {"tp", o.tp},
                    {"dp", o.dp},

@@ -112,7 +112,8 @@ class NcclBackend final : public comm::Backend {
   const char* name() const override { return "nccl"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  bool accepts(Device device) const override { return device == Device::cuda; }
+  // Host tensors (a host-code lab's small all-reduces) are staged through device memory, as fingerprints are.
+  bool accepts(Device device) const override { return device == Device::cuda || device == Device::cpu; }
 
   void all_reduce(float* buf, std::size_t count, comm::ReduceOp op, const comm::TransportCall& c) override {
     DeviceStaged b(buf, count * sizeof(float), true);
