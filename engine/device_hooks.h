@@ -32,6 +32,15 @@ struct DeviceHooks {
   void (*fill)(void* dst, DType dt, float value, std::size_t n) = nullptr;
   /// dst[i] = src[i] converted from src_dt to dst_dt (f32 ↔ bf16), n elements, both on the device.
   void (*convert)(void* dst, DType dst_dt, const void* src, DType src_dt, std::size_t n) = nullptr;
+
+  // Optional: the device's own clock, for compute spans (engine/trace.h) of work that the host only
+  // queues (CUDA events). Without them, spans of device ops use the host clock.
+  /// A marker recorded now in the device's queue (a CUDA event); its time is when the device reaches it.
+  void* (*event_record)() = nullptr;
+  /// Seconds from marker a to marker b on the device's clock; waits until the device reached both.
+  double (*event_elapsed_s)(void* a, void* b) = nullptr;
+  /// Frees a marker. Never throws.
+  void (*event_release)(void* e) noexcept = nullptr;
 };
 
 /// Installs the hooks of `device` (replacing earlier ones; the table must outlive every tensor of

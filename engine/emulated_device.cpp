@@ -3,6 +3,7 @@
 #include "engine/emulated_device.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,6 +12,7 @@
 #include "engine/device_hooks.h"
 #include "engine/error.h"
 #include "engine/ops/device_ops.h"
+#include "engine/ops/cpu/ops.h"
 #include "engine/ops/ops.h"
 
 namespace tpsp::emulated {
@@ -52,6 +54,20 @@ void convert(void* dst, DType dst_dt, const void* src, DType src_dt, std::size_t
   }
 }
 
+// The device's clock: the host's (the emulated device computes when the host calls it), through the
+// marker hooks, so that the recorder's device-span path runs as it does on a GPU.
+std::atomic<long> g_markers{0};
+void* event_record() {
+  ++g_markers;
+  return new std::chrono::steady_clock::time_point(std::chrono::steady_clock::now());
+}
+double event_elapsed_s(void* a, void* b) {
+  return std::chrono::duration<double>(*static_cast<std::chrono::steady_clock::time_point*>(b) -
+                                       *static_cast<std::chrono::steady_clock::time_point*>(a))
+      .count();
+}
+void event_release(void* e) noexcept { delete static_cast<std::chrono::steady_clock::time_point*>(e); }
+
 /// A device tensor's f32 copy on the CPU (undefined stays undefined).
 Tensor host(const Tensor& t) {
   return t.defined() ? t.to(Device::cpu).to(DType::f32) : t;
@@ -68,102 +84,103 @@ void in_place(Tensor& t, F&& f) {
   t.copy_from(h);
 }
 
-/// Every op: inputs to the CPU, the CPU op, results back. Values are the CPU's bit for bit.
+/// Every op: inputs to the CPU, the CPU's implementation (engine/ops/cpu: not the public op, so a device
+/// op is one compute span, as on a GPU), results back. Values are the CPU's bit for bit.
 class EmulatedOps final : public ops::DeviceOps {
  public:
   Tensor matmul_forward(const Tensor& x, const Tensor& w) override {
-    return dev(ops::matmul_forward(host(x), host(w)));
+    return dev(ops::cpu::matmul_forward(host(x), host(w)));
   }
   Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) override {
-    return dev(ops::matmul_dgrad(host(dy), host(w)));
+    return dev(ops::cpu::matmul_dgrad(host(dy), host(w)));
   }
   void matmul_wgrad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
-    in_place(dw, [&](Tensor& h) { ops::matmul_wgrad(host(dy), host(x), h); });
+    in_place(dw, [&](Tensor& h) { ops::cpu::matmul_wgrad(host(dy), host(x), h); });
   }
   ops::MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx,
                                    bool need_dw) override {
-    ops::MatmulGrads g = ops::matmul_backward(host(dy), host(x), host(w), need_dx, need_dw);
+    ops::MatmulGrads g = ops::cpu::matmul_backward(host(dy), host(x), host(w), need_dx, need_dw);
     return {dev(g.dx), dev(g.dw)};
   }
   void bias_add_forward(Tensor& y, const Tensor& b) override {
-    in_place(y, [&](Tensor& h) { ops::bias_add_forward(h, host(b)); });
+    in_place(y, [&](Tensor& h) { ops::cpu::bias_add_forward(h, host(b)); });
   }
-  Tensor bias_add_backward(const Tensor& dy) override { return dev(ops::bias_add_backward(host(dy))); }
+  Tensor bias_add_backward(const Tensor& dy) override { return dev(ops::cpu::bias_add_backward(host(dy))); }
 
-  Tensor add(const Tensor& a, const Tensor& b) override { return dev(ops::add(host(a), host(b))); }
+  Tensor add(const Tensor& a, const Tensor& b) override { return dev(ops::cpu::add(host(a), host(b))); }
   void add_(Tensor& a, const Tensor& b) override {
-    in_place(a, [&](Tensor& h) { ops::add_(h, host(b)); });
+    in_place(a, [&](Tensor& h) { ops::cpu::add_(h, host(b)); });
   }
   void scale_(Tensor& a, float s) override {
-    in_place(a, [&](Tensor& h) { ops::scale_(h, s); });
+    in_place(a, [&](Tensor& h) { ops::cpu::scale_(h, s); });
   }
-  Tensor gelu_forward(const Tensor& x) override { return dev(ops::gelu_forward(host(x))); }
+  Tensor gelu_forward(const Tensor& x) override { return dev(ops::cpu::gelu_forward(host(x))); }
   Tensor gelu_backward(const Tensor& dy, const Tensor& x) override {
-    return dev(ops::gelu_backward(host(dy), host(x)));
+    return dev(ops::cpu::gelu_backward(host(dy), host(x)));
   }
 
   ops::LayerNormOut layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       float eps) override {
-    ops::LayerNormOut o = ops::layernorm_forward(host(x), host(gamma), host(beta), eps);
+    ops::LayerNormOut o = ops::cpu::layernorm_forward(host(x), host(gamma), host(beta), eps);
     return {dev(o.y), dev(o.mean), dev(o.rstd)};
   }
   ops::LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                          const Tensor& mean, const Tensor& rstd) override {
-    ops::LayerNormGrads g = ops::layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd));
+    ops::LayerNormGrads g = ops::cpu::layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd));
     return {dev(g.dx), dev(g.dgamma), dev(g.dbeta)};
   }
 
-  Tensor softmax_forward(const Tensor& x) override { return dev(ops::softmax_forward(host(x))); }
+  Tensor softmax_forward(const Tensor& x) override { return dev(ops::cpu::softmax_forward(host(x))); }
   Tensor softmax_backward(const Tensor& dy, const Tensor& y) override {
-    return dev(ops::softmax_backward(host(dy), host(y)));
+    return dev(ops::cpu::softmax_backward(host(dy), host(y)));
   }
 
   ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptions& opt) override {
-    ops::AttentionOut o = ops::attention_forward(host(qkv), host_options(opt));
+    ops::AttentionOut o = ops::cpu::attention_forward(host(qkv), host_options(opt));
     return {dev(o.out), dev(o.probs)};
   }
   Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                             const ops::AttentionOptions& opt) override {
-    return dev(ops::attention_backward(host(dout), host(qkv), host(probs), host_options(opt)));
+    return dev(ops::cpu::attention_backward(host(dout), host(qkv), host(probs), host_options(opt)));
   }
 
   Tensor embedding_forward(const TokenBatch& ids, const Tensor& wte, int64_t vocab_start) override {
-    return dev(ops::embedding_forward(ids, host(wte), vocab_start));
+    return dev(ops::cpu::embedding_forward(ids, host(wte), vocab_start));
   }
   Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local,
                             int64_t vocab_start) override {
-    return dev(ops::embedding_backward(host(dout), ids, vocab_local, vocab_start));
+    return dev(ops::cpu::embedding_backward(host(dout), ids, vocab_local, vocab_start));
   }
   void position_embedding_add(Tensor& x, const Tensor& wpe, int64_t seq_start) override {
-    in_place(x, [&](Tensor& h) { ops::position_embedding_add(h, host(wpe), seq_start); });
+    in_place(x, [&](Tensor& h) { ops::cpu::position_embedding_add(h, host(wpe), seq_start); });
   }
   Tensor position_embedding_backward(const Tensor& dx, int64_t max_seq, int64_t seq_start) override {
-    return dev(ops::position_embedding_backward(host(dx), max_seq, seq_start));
+    return dev(ops::cpu::position_embedding_backward(host(dx), max_seq, seq_start));
   }
 
   ops::CrossEntropyOut cross_entropy_forward(const Tensor& logits, const std::vector<int64_t>& targets,
                                              float label_smoothing) override {
-    ops::CrossEntropyOut o = ops::cross_entropy_forward(host(logits), targets, label_smoothing);
+    ops::CrossEntropyOut o = ops::cpu::cross_entropy_forward(host(logits), targets, label_smoothing);
     o.losses = dev(o.losses);
     return o;
   }
   Tensor cross_entropy_backward(const Tensor& logits, const std::vector<int64_t>& targets, float dloss,
                                 float label_smoothing) override {
-    return dev(ops::cross_entropy_backward(host(logits), targets, dloss, label_smoothing));
+    return dev(ops::cpu::cross_entropy_backward(host(logits), targets, dloss, label_smoothing));
   }
 
   Tensor dropout_forward(const Tensor& x, float p, const ops::DropoutKey& key) override {
-    return dev(ops::dropout_forward(host(x), p, key));
+    return dev(ops::cpu::dropout_forward(host(x), p, key));
   }
   Tensor dropout_backward(const Tensor& dy, float p, const ops::DropoutKey& key) override {
-    return dev(ops::dropout_backward(host(dy), p, key));
+    return dev(ops::cpu::dropout_backward(host(dy), p, key));
   }
 
   void adamw_step(Tensor& param, const Tensor& grad, ops::AdamWState& state, int64_t t,
                   const ops::AdamWConfig& cfg) override {
     ops::AdamWState h{host(state.m), host(state.v)};
     Tensor p = host(param);
-    ops::adamw_step(p, host(grad), h, t, cfg);
+    ops::cpu::adamw_step(p, host(grad), h, t, cfg);
     param.copy_from(p);
     if (!state.m.defined()) state = {dev(h.m), dev(h.v)};  // created on first use, as the CPU op does
     else {
@@ -194,11 +211,16 @@ void register_cuda() {
   h.copy_2d = copy_2d;
   h.fill = fill;
   h.convert = convert;
+  h.event_record = event_record;
+  h.event_elapsed_s = event_elapsed_s;
+  h.event_release = event_release;
   register_device_hooks(Device::cuda, h);
   ops::register_device_ops(Device::cuda, &ops_table);
   g_registered.store(true);
 }
 
 bool is_registered() { return g_registered.load(); }
+
+long markers_recorded() { return g_markers.load(); }
 
 }  // namespace tpsp::emulated

@@ -18,4 +18,7 @@ void register_cuda();
 /// True once register_cuda() ran in this process.
 bool is_registered();
 
+/// Clock markers recorded so far (DeviceHooks::event_record: the device-timed compute spans' path).
+long markers_recorded();
+
 }  // namespace tpsp::emulated

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "engine/device_hooks.h"
+
 namespace tpsp::trace {
 
 namespace {
@@ -23,13 +25,26 @@ std::shared_ptr<comm::Recorder> installed() {
   return g_recorder;
 }
 
-Span::Span(const char* name, std::string label)
+Span::Span(const char* name, std::string label, Device device)
     : recorder_(installed()), name_(name), label_(std::move(label)) {
-  if (recorder_) t_start_ = recorder_->now();
+  if (!recorder_) return;
+  const DeviceHooks* h = device_hooks(device);
+  if (h && h->event_record && h->event_elapsed_s && h->event_release) {
+    recorder_->set_device_anchor(h);
+    device_ = h;
+    start_ = h->event_record();
+    return;
+  }
+  t_start_ = recorder_->now();
 }
 
 Span::~Span() {
-  if (recorder_) recorder_->append_compute({name_, std::move(label_), t_start_, recorder_->now()});
+  if (!recorder_) return;
+  if (device_) {
+    recorder_->append_device_compute(name_, std::move(label_), start_, device_->event_record(), device_);
+    return;
+  }
+  recorder_->append_compute({name_, std::move(label_), t_start_, recorder_->now()});
 }
 
 }  // namespace tpsp::trace

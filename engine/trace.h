@@ -18,9 +18,12 @@ std::shared_ptr<comm::Recorder> installed();
 
 /// Records [construction, destruction) as a compute span `name` ("gemm", "attention",
 /// "layer.forward", …) with `label` into the recorder installed at construction; nothing when none.
+/// A span of work on a device whose hooks have a clock (DeviceHooks::event_record: CUDA events) is
+/// timed by the device — when the device ran the work the host queued in between — on the recorder's
+/// clock (Recorder::append_device_compute); otherwise by the host.
 class Span {
  public:
-  explicit Span(const char* name, std::string label = {});
+  explicit Span(const char* name, std::string label = {}, Device device = Device::cpu);
   ~Span();
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
@@ -30,6 +33,8 @@ class Span {
   const char* name_;
   std::string label_;
   double t_start_ = 0;
+  const DeviceHooks* device_ = nullptr;  // set when timed by the device
+  void* start_ = nullptr;
 };
 
 }  // namespace tpsp::trace

@@ -5,6 +5,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "engine/device_hooks.h"
+
 namespace tpsp::comm {
 
 Recorder::Recorder(int global_rank)
@@ -66,8 +68,48 @@ void Recorder::append_compute(ComputeRecord r) {
   if (enabled_) compute_.push_back(std::move(r));
 }
 
+void Recorder::set_device_anchor(const DeviceHooks* hooks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (anchor_) return;
+  anchor_ = hooks->event_record();
+  anchor_hooks_ = hooks;
+  hooks->event_elapsed_s(anchor_, anchor_);  // waits until the device reached it
+  anchor_t_ = now();
+}
+
+void Recorder::append_device_compute(std::string name, std::string label, void* start, void* end,
+                                     const DeviceHooks* hooks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (enabled_ && anchor_) {
+    device_spans_.push_back({std::move(name), std::move(label), start, end, hooks});
+    return;
+  }
+  hooks->event_release(start);
+  hooks->event_release(end);
+}
+
+void Recorder::resolve_device_spans() const {
+  for (const DeviceSpan& d : device_spans_) {
+    const double t0 = anchor_t_ + d.hooks->event_elapsed_s(anchor_, d.start);
+    const double t1 = anchor_t_ + d.hooks->event_elapsed_s(anchor_, d.end);
+    compute_.push_back({d.name, d.label, t0, t1});
+    d.hooks->event_release(d.start);
+    d.hooks->event_release(d.end);
+  }
+  device_spans_.clear();
+}
+
+Recorder::~Recorder() {
+  for (const DeviceSpan& d : device_spans_) {
+    d.hooks->event_release(d.start);
+    d.hooks->event_release(d.end);
+  }
+  if (anchor_) anchor_hooks_->event_release(anchor_);
+}
+
 std::vector<ComputeRecord> Recorder::compute_records() const {
   std::lock_guard<std::mutex> lock(mu_);
+  resolve_device_spans();
   return compute_;
 }
 
@@ -120,6 +162,11 @@ void Recorder::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   records_.clear();
   compute_.clear();
+  for (const DeviceSpan& d : device_spans_) {
+    d.hooks->event_release(d.start);
+    d.hooks->event_release(d.end);
+  }
+  device_spans_.clear();
   pending_.clear();
 }
 

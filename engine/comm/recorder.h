@@ -17,6 +17,10 @@
 #include "engine/comm/op.h"
 #include "engine/tensor.h"
 
+namespace tpsp {
+struct DeviceHooks;
+}
+
 namespace tpsp::comm {
 
 /// One recorded call. Times are seconds since the Recorder was created (steady clock).
@@ -89,6 +93,16 @@ class Recorder {
   void mark_waited(uint64_t id);
   /// Appends one compute span (thread-safe). Does nothing while disabled.
   void append_compute(ComputeRecord r);
+  /// Appends a compute span of device work given by two device markers (DeviceHooks::event_record of
+  /// `hooks`, recorded around the queued work); it owns them. Its times are resolved onto this clock
+  /// when compute_records() next runs: now() of a marker that the device reached, plus the device's
+  /// seconds from that marker (set_device_anchor).
+  void append_device_compute(std::string name, std::string label, void* start, void* end,
+                             const DeviceHooks* hooks);
+  /// Records the device marker that device spans are timed from, once (the first call waits for the
+  /// device to reach it, then reads now()); a span calls it before recording its start marker.
+  void set_device_anchor(const DeviceHooks* hooks);
+  ~Recorder();
   /// Copy of the compute spans, in completion order.
   std::vector<ComputeRecord> compute_records() const;
   /// Turns recording on (default) or off (benchmarks).
@@ -123,7 +137,18 @@ class Recorder {
   std::vector<CommRecord> records_;
   std::map<uint64_t, double> waited_early_;  // async ids waited before their record was appended → when
   std::map<uint64_t, CommRecord> pending_;   // issued, not appended yet
-  std::vector<ComputeRecord> compute_;
+  mutable std::vector<ComputeRecord> compute_;
+  struct DeviceSpan {
+    std::string name, label;
+    void* start;
+    void* end;
+    const DeviceHooks* hooks;
+  };
+  mutable std::vector<DeviceSpan> device_spans_;  // not resolved yet
+  void* anchor_ = nullptr;                        // a device marker the device reached at anchor_t_
+  const DeviceHooks* anchor_hooks_ = nullptr;
+  double anchor_t_ = 0;
+  void resolve_device_spans() const;  // under mu_
 };
 
 /// A record as JSON (every field; op and dtype as names).

@@ -87,7 +87,7 @@ DeviceOps* device_ops(Device device) {
 
 Tensor matmul_forward(const Tensor& x, const Tensor& w) {
   const Device dev = device_of("matmul_forward", {&x, &w});
-  trace::Span span("gemm", "forward");
+  trace::Span span("gemm", "forward", dev);
   if (dev != Device::cpu)
     return as(ops_on(dev, "matmul_forward").matmul_forward(x, w), result_dtype({&x, &w}));
   return as(cpu::matmul_forward(f32(x), f32(w)), result_dtype({&x, &w}));
@@ -95,7 +95,7 @@ Tensor matmul_forward(const Tensor& x, const Tensor& w) {
 
 Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) {
   const Device dev = device_of("matmul_dgrad", {&dy, &w});
-  trace::Span span("gemm", "dgrad");
+  trace::Span span("gemm", "dgrad", dev);
   if (dev != Device::cpu) return as(ops_on(dev, "matmul_dgrad").matmul_dgrad(dy, w), result_dtype({&dy, &w}));
   return as(cpu::matmul_dgrad(f32(dy), f32(w)), result_dtype({&dy, &w}));
 }
@@ -104,14 +104,14 @@ void matmul_wgrad(const Tensor& dy, const Tensor& x, Tensor& dw) {
   const Device dev = device_of("matmul_wgrad", {&dy, &x, &dw});
   TPSP_CHECK(dw.dtype() == DType::f32, "matmul_wgrad: the gradient buffer is ", dtype_name(dw.dtype()),
              "; gradients accumulate in f32 (a main_grad buffer)");
-  trace::Span span("gemm", "wgrad");
+  trace::Span span("gemm", "wgrad", dev);
   if (dev != Device::cpu) return ops_on(dev, "matmul_wgrad").matmul_wgrad(dy, x, dw);
   cpu::matmul_wgrad(f32(dy), f32(x), dw);
 }
 
 MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx, bool need_dw) {
   const Device dev = device_of("matmul_backward", {&dy, &x, &w});
-  trace::Span span("gemm", "backward");
+  trace::Span span("gemm", "backward", dev);
   MatmulGrads g = dev != Device::cpu
                       ? ops_on(dev, "matmul_backward").matmul_backward(dy, x, w, need_dx, need_dw)
                       : cpu::matmul_backward(f32(dy), f32(x), f32(w), need_dx, need_dw);
@@ -201,7 +201,7 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
 
 AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
   const Device dev = device_of("attention_forward", {&qkv});
-  trace::Span span("attention", "forward");
+  trace::Span span("attention", "forward", dev);
   AttentionOut o = dev != Device::cpu ? ops_on(dev, "attention_forward").attention_forward(f32(qkv), opt)
                                       : cpu::attention_forward(f32(qkv), opt);
   o.out = as(o.out, result_dtype({&qkv}));
@@ -211,7 +211,7 @@ AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
 Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                           const AttentionOptions& opt) {
   const Device dev = device_of("attention_backward", {&dout, &qkv, &probs});
-  trace::Span span("attention", "backward");
+  trace::Span span("attention", "backward", dev);
   if (dev != Device::cpu)
     return as(ops_on(dev, "attention_backward").attention_backward(f32(dout), f32(qkv), f32(probs), opt),
               result_dtype({&dout, &qkv}));

@@ -11,7 +11,9 @@
 
 #include "engine/emulated_device.h"
 #include "engine/error.h"
+#include "engine/ops/matmul.h"
 #include "engine/runtime/device_runtime.h"
+#include "engine/trace.h"
 #include "tests/tp/tp_util.h"
 
 using namespace tpsp;
@@ -104,4 +106,29 @@ TEST_CASE("device: a host read of a device tensor raises, naming the rule") {
                        doctest::Contains("--backend nccl needs --device cuda"), ShapeError);
   CHECK_THROWS_WITH_AS(runtime::init_world(runtime::DeviceChoice::cpu, "mpi"),
                        "backend 'mpi' is not one of gloo, nccl", ShapeError);
+}
+
+TEST_CASE("device: a device op's compute span is timed by the device's markers, on the recorder's clock") {
+  runtime::activate(runtime::DeviceChoice::cuda_emulated);
+  auto rec = std::make_shared<comm::Recorder>(0);
+  trace::install(rec);
+  const Tensor x = Tensor::full({32, 16}, 1.f).to(Device::cuda), w = Tensor::full({8, 16}, 0.5f).to(Device::cuda);
+  const long markers = emulated::markers_recorded();
+  const double before = rec->now();
+  const Tensor y = ops::matmul_forward(x, w);
+  const double after = rec->now();
+  const Tensor y_cpu = ops::matmul_forward(x.to(Device::cpu), w.to(Device::cpu));  // a host span
+  trace::install(nullptr);
+  // The anchor (first device span of this recorder) and the span's start and end markers.
+  CHECK(emulated::markers_recorded() - markers == 3);
+  const std::vector<comm::ComputeRecord> spans = rec->compute_records();
+  REQUIRE(spans.size() == 2);
+  const comm::ComputeRecord& d = spans[0].t_start < spans[1].t_start ? spans[0] : spans[1];
+  CHECK(d.name == "gemm");
+  CHECK(d.label == "forward");
+  CHECK(before <= d.t_start);
+  CHECK(d.t_start <= d.t_end);
+  CHECK(d.t_end <= after);
+  CHECK(y.to(Device::cpu).at(0) == 8.f);  // 16 · 1 · 0.5
+  CHECK(y_cpu.at(0) == 8.f);
 }

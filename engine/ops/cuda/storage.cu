@@ -128,8 +128,29 @@ void set_process_device(int device) {
   g_device = device;
 }
 
+// The device's clock for compute spans: CUDA events on the legacy default stream, where every op runs.
+void* event_record() {
+  use_process_device();
+  cudaEvent_t e = nullptr;
+  check_cuda(cudaEventCreate(&e), "cudaEventCreate (a compute span's marker)");
+  check_cuda(cudaEventRecord(e, 0), "cudaEventRecord (a compute span's marker)");
+  return e;
+}
+double event_elapsed_s(void* a, void* b) {
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(b)), "cudaEventSynchronize (a compute span's end)");
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(a)), "cudaEventSynchronize (a compute span's start)");
+  float ms = 0.f;
+  check_cuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)),
+             "cudaEventElapsedTime (a compute span)");
+  return static_cast<double>(ms) * 1e-3;
+}
+void event_release(void* e) noexcept { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+
 DeviceHooks storage_hooks() {
   DeviceHooks h;
+  h.event_record = event_record;
+  h.event_elapsed_s = event_elapsed_s;
+  h.event_release = event_release;
   h.alloc = alloc;
   h.free = release;
   h.copy = copy;
