@@ -157,7 +157,7 @@ fi
 gemm=$build/bench/gpu/bench_gpu_gemm
 if [[ ! -x $gemm ]]; then
   say "SKIPPED bench_gpu_gemm: $gemm was not built"
-elif run_step "bench_gpu_gemm" 60 "$logs/bench_gpu_gemm.log" "$gemm"; then
+elif run_step "bench_gpu_gemm" 90 "$logs/bench_gpu_gemm.log" "$gemm"; then
   grep -E "^(bench_gpu_gemm|gemm bf16)" "$logs/bench_gpu_gemm.log" | sed 's/^/  /' | tee -a "$summary"
   verdict "bench_gpu_gemm" "$logs/bench_gpu_gemm.log" "$(grep -c '^gemm bf16' "$logs/bench_gpu_gemm.log") shapes"
 fi
