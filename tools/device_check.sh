@@ -2,13 +2,14 @@
 # tools/device_check.sh — the GPU backend's check on a machine lent with a GPU (issue 12), in one go:
 #   1. configure a CUDA build (sm_90 unless CUDA_ARCHS says otherwise; ccache when installed),
 #   2. build what the later steps run: test_gpu (the engine, the GPU backend tpsp_cuda, the tests),
-#      tpsp-train, ./check's programs (tpsp-check, tpsp-run, tpsp-lab-ranks), bench_gpu_gemm, and
-#      bench_gpu_gpt_step when this tree has that target,
+#      tpsp-train, ./check's programs (tpsp-check, tpsp-run, tpsp-lab-ranks, the labs'), bench_gpu_gemm
+#      and bench_gpt_mfu,
 #   3. run the GPU ctests (gpu/*: each CUDA op against its CPU op, dropout masks bit for bit, tensor
-#      round trips, host-staged collectives over Gloo, NCCL at world 1),
+#      round trips, host-staged collectives over Gloo, NCCL at world 1, the whole GPT training step on
+#      the GPU against the CPU with f32 and bf16 parameters),
 #   4. train 3 steps at tp=1 on the GPU over NCCL (tpsp-train --device cuda --backend nccl),
 #   5. bench_gpu_gemm (the engine's bf16 GEMM against cuBLAS and the peak, docs/performance.md, GPU),
-#   6. bench_gpu_gpt_step at h=4096, s=2048, tp=1, bf16 (the training step's MFU),
+#   6. bench_gpt_mfu at h=4096, s=2048, tp=1, bf16 (the training step's MFU),
 #   7. ./check --all --solution --device cuda (every lab's checks with cuda tensors; the ranks share the
 #      GPU through the host-staged transport),
 #   8. write a summary (and every step's log) to $OUT when it is set, else to the build directory.
@@ -111,11 +112,8 @@ if ! grep -q "tpsp: GPU backend ON" "$logs/configure.log"; then
 fi
 say "configure: $(elapsed $t0) s"
 
-# 2. build (bench_gpu_gpt_step only where the tree defines it)
-targets=(test_gpu tpsp-train tpsp-check tpsp-run tpsp-lab-ranks bench_gpu_gemm)
-if cmake --build "$build" --target help 2>/dev/null | grep -qw bench_gpu_gpt_step; then
-  targets+=(bench_gpu_gpt_step)
-fi
+# 2. build
+targets=(test_gpu tpsp-train tpsp-check tpsp-run tpsp-lab-ranks labs bench_gpu_gemm bench_gpt_mfu)
 t0=$SECONDS
 build_cap=$((budget - SECONDS - 60))  # a minute is kept for the steps after it
 ((build_cap >= 10)) || build_cap=10
@@ -165,12 +163,12 @@ elif run_step "bench_gpu_gemm" 90 "$logs/bench_gpu_gemm.log" "$gemm"; then
 fi
 
 # 6. the GPT training step's MFU at h=4096, s=2048, tp=1, bf16
-gpt=$build/bench/gpu/bench_gpu_gpt_step
+gpt=$build/bench/bench_gpt_mfu
 if [[ ! -x $gpt ]]; then
-  say "SKIPPED bench_gpu_gpt_step: $gpt was not built (this tree has no such target yet)"
-elif run_step "bench_gpu_gpt_step" 120 "$logs/bench_gpu_gpt_step.log" "$gpt" --hidden 4096 --seq 2048 --tp 1 \
+  say "SKIPPED bench_gpt_mfu: $gpt was not built"
+elif run_step "bench_gpt_mfu" 120 "$logs/bench_gpt_mfu.log" "$gpt" --device cuda --hidden 4096 --seq 2048 --tp 1 \
   --dtype bf16; then
-  verdict "bench_gpu_gpt_step" "$logs/bench_gpu_gpt_step.log" "$(grep -v '^ *$' "$logs/bench_gpu_gpt_step.log" | tail -1)"
+  verdict "bench_gpt_mfu" "$logs/bench_gpt_mfu.log" "$(grep -v '^ *$' "$logs/bench_gpt_mfu.log" | tail -1)"
 fi
 
 # 7. every lab's checks on the engine's solution with cuda tensors (host-staged: the ranks share the GPU)
