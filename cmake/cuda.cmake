@@ -10,7 +10,9 @@ if(TPSP_WITH_CUDA AND NOT TPSP_SANITIZE)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200; `native` fails without a GPU
+      # H100/H200 and A100 (sm_80: CI compiles the kernels for an older architecture too, issue 12);
+      # `native` fails without a GPU. tools/device_check.sh builds for the lent device's only.
+      set(CMAKE_CUDA_ARCHITECTURES "80;90")
     endif()
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
