@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "micro-batch size b")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
-  app.add_option("--peak-tflops", peak_tflops, "the device's peak, TFLOP/s (default: H100/H200 SXM dense bf16)")
+  app.add_option("--peak-tflops", peak_tflops,
+                 "the device's peak, TFLOP/s (default: H100/H200 SXM dense bf16)")
       ->check(CLI::PositiveNumber);
   int tp = 1;
   app.add_option("--tp", tp, "tensor-parallel size (1 only: one process)")->check(CLI::Range(1, 1));

@@ -11,8 +11,8 @@
 #include "engine/bf16.h"
 #include "engine/device_hooks.h"
 #include "engine/error.h"
-#include "engine/ops/device_ops.h"
 #include "engine/ops/cpu/ops.h"
+#include "engine/ops/device_ops.h"
 #include "engine/ops/ops.h"
 
 namespace tpsp::emulated {
@@ -25,8 +25,12 @@ void* alloc(std::size_t bytes) {
   if (!p) throw std::bad_alloc();
   return p;
 }
-void release(void* p) noexcept { std::free(p); }
-void copy(void* dst, bool, const void* src, bool, std::size_t bytes) { std::memmove(dst, src, bytes); }
+void release(void* p) noexcept {
+  std::free(p);
+}
+void copy(void* dst, bool, const void* src, bool, std::size_t bytes) {
+  std::memmove(dst, src, bytes);
+}
 void copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
              std::size_t height) {
   for (std::size_t r = 0; r < height; ++r)
@@ -66,7 +70,9 @@ double event_elapsed_s(void* a, void* b) {
                                        *static_cast<std::chrono::steady_clock::time_point*>(a))
       .count();
 }
-void event_release(void* e) noexcept { delete static_cast<std::chrono::steady_clock::time_point*>(e); }
+void event_release(void* e) noexcept {
+  delete static_cast<std::chrono::steady_clock::time_point*>(e);
+}
 
 /// A device tensor's f32 copy on the CPU (undefined stays undefined).
 Tensor host(const Tensor& t) {
@@ -126,7 +132,8 @@ class EmulatedOps final : public ops::DeviceOps {
   }
   ops::LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                          const Tensor& mean, const Tensor& rstd) override {
-    ops::LayerNormGrads g = ops::cpu::layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd));
+    ops::LayerNormGrads g =
+        ops::cpu::layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd));
     return {dev(g.dx), dev(g.dgamma), dev(g.dbeta)};
   }
 
@@ -182,7 +189,8 @@ class EmulatedOps final : public ops::DeviceOps {
     Tensor p = host(param);
     ops::cpu::adamw_step(p, host(grad), h, t, cfg);
     param.copy_from(p);
-    if (!state.m.defined()) state = {dev(h.m), dev(h.v)};  // created on first use, as the CPU op does
+    if (!state.m.defined())
+      state = {dev(h.m), dev(h.v)};  // created on first use, as the CPU op does
     else {
       state.m.copy_from(h.m);
       state.v.copy_from(h.v);
@@ -202,8 +210,9 @@ class EmulatedOps final : public ops::DeviceOps {
 void register_cuda() {
   static EmulatedOps ops_table;
   if (g_registered.load()) return;
-  TPSP_CHECK(device_hooks(Device::cuda) == nullptr,
-             "emulated device: this process already uses a real CUDA device; the emulated one cannot replace it");
+  TPSP_CHECK(
+      device_hooks(Device::cuda) == nullptr,
+      "emulated device: this process already uses a real CUDA device; the emulated one cannot replace it");
   DeviceHooks h;
   h.alloc = alloc;
   h.free = release;
@@ -219,8 +228,12 @@ void register_cuda() {
   g_registered.store(true);
 }
 
-bool is_registered() { return g_registered.load(); }
+bool is_registered() {
+  return g_registered.load();
+}
 
-long markers_recorded() { return g_markers.load(); }
+long markers_recorded() {
+  return g_markers.load();
+}
 
 }  // namespace tpsp::emulated

@@ -180,8 +180,9 @@ int parse(int argc, char** argv, Options& o) {
     return kUsage;
   }
   if (o.backend == "nccl" && o.device != "cuda") {
-    std::fprintf(stderr, "./check: --backend nccl needs --device cuda (nccl moves GPU memory only; got --device %s)\n",
-                 o.device.c_str());
+    std::fprintf(
+        stderr, "./check: --backend nccl needs --device cuda (nccl moves GPU memory only; got --device %s)\n",
+        o.device.c_str());
     return kUsage;
   }
   if (o.backend != "relay" && o.confine_uid >= 0) {
@@ -431,8 +432,8 @@ int main(int argc, char** argv) {
   if (o.predict) return check_predictions(o.labs, TPSP_SOURCE_DIR, o.prediction_file);
   use_relay(o.backend == "relay");  // confined runs (./grade) always do: their relay is the witness
   set_device(o.device, o.backend == "nccl" ? "nccl" : "gloo");
-  Report report(o.seed, o.solution, o.binary, o.device == "cpu" ? o.backend : o.backend + ", device " + o.device,
-                o.labs, o.verbose);
+  Report report(o.seed, o.solution, o.binary,
+                o.device == "cpu" ? o.backend : o.backend + ", device " + o.device, o.labs, o.verbose);
   if (!o.solution && o.binary.empty())
     if (const std::string stale = stale_sources(o.labs, bin_dir); !stale.empty()) {
       std::fprintf(stderr, "%s", stale.c_str());

@@ -36,11 +36,11 @@ namespace tpsp::checkers {
 
 namespace {
 
-std::optional<run::Confinement> g_confine;  // set by confine_launches
-bool g_relay = false;                       // set by use_relay
+std::optional<run::Confinement> g_confine;         // set by confine_launches
+bool g_relay = false;                              // set by use_relay
 std::string g_device = "cpu", g_backend = "gloo";  // set by set_device
-long g_launches = 0;                        // launches so far (each confined one gets its own uids)
-constexpr int kMaxWorld = 16;               // uids per launch: rank w of a launch runs as its uid + w
+long g_launches = 0;                               // launches so far (each confined one gets its own uids)
+constexpr int kMaxWorld = 16;                      // uids per launch: rank w of a launch runs as its uid + w
 
 /// The confinement of the next launch: its own block of kMaxWorld uids, one per rank (ranks of one launch
 /// cannot signal, trace or inspect each other: their only way to each other is the witness relay).

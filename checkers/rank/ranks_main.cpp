@@ -33,12 +33,12 @@
 #include "checkers/rank/where.h"
 #include "checkers/run_context.h"
 #include "engine/comm/env.h"
-#include "engine/runtime/device_runtime.h"
 #include "engine/comm/relay/relay_backend.h"
 #include "engine/error.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
 #include "engine/parallel_state.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/trace.h"
 
 namespace {

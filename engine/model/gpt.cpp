@@ -24,9 +24,9 @@ struct ParallelGPT::Saved {
   Tensor x_final;
   ops::LayerNormOut lnf;
   tensor_parallel::LinearSaved out_in;
-  Tensor logits;  // [s, b, V_local]
+  Tensor logits;                             // [s, b, V_local]
   tensor_parallel::VocabParallelCESaved ce;  // on the host (the vocab-parallel CE is host code, lab02)
-  bool device_ce = false;                     // tp = 1 on a device: the device's cross entropy op instead
+  bool device_ce = false;                    // tp = 1 on a device: the device's cross entropy op instead
   LayerContext ctx;
   int64_t real_seq = 0;  // s before padding (pad_sequence)
 };
@@ -213,7 +213,8 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
   }
   // Host code (lab02): on a device the logits come to the host and the gradient goes back in backward.
   const auto ce = tensor_parallel::vocab_parallel_cross_entropy_forward(
-      S->logits.reshape({s * b, vl}).to(Device::cpu), S->targets, cfg_.vocab, cfg_.label_smoothing, tp, S->ce);
+      S->logits.reshape({s * b, vl}).to(Device::cpu), S->targets, cfg_.vocab, cfg_.label_smoothing, tp,
+      S->ce);
   return ce.loss;
 }
 
@@ -240,10 +241,11 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
   const int64_t s = S.ids.s, b = S.ids.b;
 
   const int64_t vl = S.logits.size(2);
-  Tensor dlogits = S.device_ce ? ops::cross_entropy_backward(S.logits.reshape({s * b, vl}), S.targets, loss_scale,
-                                                             cfg_.label_smoothing)
-                               : tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, loss_scale, tp)
-                                     .to(opt_.device);
+  Tensor dlogits =
+      S.device_ce
+          ? ops::cross_entropy_backward(S.logits.reshape({s * b, vl}), S.targets, loss_scale,
+                                        cfg_.label_smoothing)
+          : tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, loss_scale, tp).to(opt_.device);
   dlogits = dlogits.reshape({s, b, vl});
   Tensor dx = output_layer_->backward(dlogits, S.out_in, tp);
   ops::LayerNormGrads gf = ops::layernorm_backward(

@@ -86,9 +86,12 @@ std::shared_ptr<comm::ProcessGroup> nccl_world_from_env([[maybe_unused]] const c
 
 const char* device_choice_name(DeviceChoice d) {
   switch (d) {
-    case DeviceChoice::cpu: return "cpu";
-    case DeviceChoice::cuda: return "cuda";
-    case DeviceChoice::cuda_emulated: return "cuda-emulated";
+    case DeviceChoice::cpu:
+      return "cpu";
+    case DeviceChoice::cuda:
+      return "cuda";
+    case DeviceChoice::cuda_emulated:
+      return "cuda-emulated";
   }
   return "?";
 }
@@ -101,9 +104,13 @@ DeviceChoice parse_device(const std::string& name) {
   return DeviceChoice::cpu;
 }
 
-DeviceChoice device_from_env() { return parse_device(env_or("TPSP_DEVICE", "cpu")); }
+DeviceChoice device_from_env() {
+  return parse_device(env_or("TPSP_DEVICE", "cpu"));
+}
 
-std::string backend_from_env() { return env_or("TPSP_BACKEND", "gloo"); }
+std::string backend_from_env() {
+  return env_or("TPSP_BACKEND", "gloo");
+}
 
 bool gpu_backend_built() {
 #ifdef TPSP_HAVE_CUDA
@@ -139,8 +146,9 @@ Device activate(DeviceChoice d) {
       cuda::register_backend(comm::local_rank() % n);
       return Device::cuda;
 #else
-      TPSP_CHECK(false, "--device cuda: this build has no GPU backend (nvcc was not found when it was "
-                        "configured; rebuild on a machine with the CUDA toolkit), or use --device cuda-emulated");
+      TPSP_CHECK(false,
+                 "--device cuda: this build has no GPU backend (nvcc was not found when it was "
+                 "configured; rebuild on a machine with the CUDA toolkit), or use --device cuda-emulated");
       return Device::cpu;
 #endif
     }
@@ -151,7 +159,8 @@ Device activate(DeviceChoice d) {
 std::shared_ptr<comm::ProcessGroup> init_world(DeviceChoice d, const std::string& backend) {
   const comm::GroupOptions o = comm::options_from_env();
   if (backend == "nccl") {
-    TPSP_CHECK(d == DeviceChoice::cuda, "--backend nccl needs --device cuda (nccl moves GPU memory only; got --device ",
+    TPSP_CHECK(d == DeviceChoice::cuda,
+               "--backend nccl needs --device cuda (nccl moves GPU memory only; got --device ",
                device_choice_name(d), ")");
     TPSP_CHECK(std::getenv("TPSP_RELAY_FD") == nullptr,
                "--backend nccl: under the grader's witness relay every byte must pass the witness; "
@@ -163,8 +172,8 @@ std::shared_ptr<comm::ProcessGroup> init_world(DeviceChoice d, const std::string
     case DeviceChoice::cpu:
       return comm::init_from_env(o);
     case DeviceChoice::cuda_emulated:
-      return comm::ProcessGroup::create_world(std::make_unique<EmulatedDeviceBackend>(comm::cpu_backend_from_env(o)),
-                                              o);
+      return comm::ProcessGroup::create_world(
+          std::make_unique<EmulatedDeviceBackend>(comm::cpu_backend_from_env(o)), o);
     case DeviceChoice::cuda:
 #ifdef TPSP_HAVE_CUDA
       return comm::ProcessGroup::create_world(cuda::host_staged(comm::cpu_backend_from_env(o)), o);

@@ -44,10 +44,14 @@ void check_device_matches_cpu(int tp, int dp, bool sp, DType param_dtype) {
     TokenBatch ids, targets;
     make_batch(2 * dp, c.seq, c.vocab, 5, ids, targets);
     const int64_t b = 2;
-    const TokenBatch my_ids{b, ids.s, {ids.ids.begin() + ps.dp_rank() * b * ids.s,
-                                       ids.ids.begin() + (ps.dp_rank() + 1) * b * ids.s}};
-    const TokenBatch my_targets{b, targets.s, {targets.ids.begin() + ps.dp_rank() * b * targets.s,
-                                               targets.ids.begin() + (ps.dp_rank() + 1) * b * targets.s}};
+    const TokenBatch my_ids{
+        b,
+        ids.s,
+        {ids.ids.begin() + ps.dp_rank() * b * ids.s, ids.ids.begin() + (ps.dp_rank() + 1) * b * ids.s}};
+    const TokenBatch my_targets{b,
+                                targets.s,
+                                {targets.ids.begin() + ps.dp_rank() * b * targets.s,
+                                 targets.ids.begin() + (ps.dp_rank() + 1) * b * targets.s}};
     auto row = [](const TokenBatch& t, int64_t i) {
       return TokenBatch{1, t.s, {t.ids.begin() + i * t.s, t.ids.begin() + (i + 1) * t.s}};
     };
@@ -55,7 +59,8 @@ void check_device_matches_cpu(int tp, int dp, bool sp, DType param_dtype) {
                                              {row(my_ids, 1), row(my_targets, 1)}};
     const ops::AdamWConfig adam{.lr = 1e-3f, .eps = 1e-6f};
     model::ParallelGPT cpu(c, 7, ps, {.sequence_parallel = sp, .param_dtype = param_dtype});
-    model::ParallelGPT dev(c, 7, ps, {.sequence_parallel = sp, .param_dtype = param_dtype, .device = Device::cuda});
+    model::ParallelGPT dev(c, 7, ps,
+                           {.sequence_parallel = sp, .param_dtype = param_dtype, .device = Device::cuda});
     for (const auto& [name, p] : dev.params())
       expect(p.device() == Device::cuda && dev.grads().at(name).device() == Device::cuda,
              "parameter or main_grad " + name + " is not on the device");
@@ -74,7 +79,8 @@ void check_device_matches_cpu(int tp, int dp, bool sp, DType param_dtype) {
     for (const auto& [name, p] : cpu.params()) {
       const Tensor got = dev.params().at(name).to(Device::cpu);
       expect(got.dtype() == param_dtype, "parameter " + name + " changed dtype on the device");
-      expect_close(got.to(DType::f32), p.to(DType::f32), exact ? 0.0 : 1e-4, exact ? 0.0 : 2e-5, "parameter " + name);
+      expect_close(got.to(DType::f32), p.to(DType::f32), exact ? 0.0 : 1e-4, exact ? 0.0 : 2e-5,
+                   "parameter " + name);
     }
     const Tensor logits = dev.logits_local();
     expect(logits.device() == Device::cpu, "logits_local() is not on the host");
@@ -112,7 +118,8 @@ TEST_CASE("device: a device op's compute span is timed by the device's markers, 
   runtime::activate(runtime::DeviceChoice::cuda_emulated);
   auto rec = std::make_shared<comm::Recorder>(0);
   trace::install(rec);
-  const Tensor x = Tensor::full({32, 16}, 1.f).to(Device::cuda), w = Tensor::full({8, 16}, 0.5f).to(Device::cuda);
+  const Tensor x = Tensor::full({32, 16}, 1.f).to(Device::cuda),
+               w = Tensor::full({8, 16}, 0.5f).to(Device::cuda);
   const long markers = emulated::markers_recorded();
   const double before = rec->now();
   const Tensor y = ops::matmul_forward(x, w);

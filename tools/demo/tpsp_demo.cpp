@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
     fmt::print(
         "  batch b={} s={}, {} steps, AdamW lr={}, seed {}; parallel run: tp={} dp={} "
         "sequence_parallel={}, device {} (backend {}; the reference runs on the CPU)\n\n",
-        o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off", o.device,
-        o.backend);
+        o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off",
+        o.device, o.backend);
 
     // 1. The single-process reference.
     const train::ByteDataset data(o.text);

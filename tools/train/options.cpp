@@ -49,7 +49,8 @@ std::string train_options_flags(const TrainOptions& o) {
              o.link.empty() ? "" : " --link " + o.link) +
          (o.check_collectives ? " --check-collectives" : "") +
          (o.tp_comm_overlap ? " --tp-comm-overlap" : "") +
-         (o.device == "cpu" ? "" : " --device " + o.device) + (o.backend == "gloo" ? "" : " --backend " + o.backend);
+         (o.device == "cpu" ? "" : " --device " + o.device) +
+         (o.backend == "gloo" ? "" : " --backend " + o.backend);
 }
 
 }  // namespace tpsp::train

@@ -57,10 +57,9 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
   if (!o.link.empty()) world->set_link(comm::LinkModel::parse(o.link));
   ParallelState ps(world, o.tp);
   const train::ByteDataset data(o.text);
-  model::ParallelGPT gpt(o.gpt, o.seed, ps,
-                         {.sequence_parallel = o.sequence_parallel,
-                          .tp_comm_overlap = o.tp_comm_overlap,
-                          .device = device});
+  model::ParallelGPT gpt(
+      o.gpt, o.seed, ps,
+      {.sequence_parallel = o.sequence_parallel, .tp_comm_overlap = o.tp_comm_overlap, .device = device});
   const int64_t b_local = o.batch / o.dp;
 
   std::vector<float> losses;
@@ -104,7 +103,8 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
       if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() &&
           spec.placement == Placement::Shard(0))
         whole = whole.slice0(0, o.gpt.vocab);
-      if (world->rank() == 0) io::save_npy(out_dir + "/params/" + name + ".npy", whole.to(Device::cpu).to(DType::f32));
+      if (world->rank() == 0)
+        io::save_npy(out_dir + "/params/" + name + ".npy", whole.to(Device::cpu).to(DType::f32));
     }
   }
   if (world->rank() == 0) {

@@ -137,14 +137,18 @@ void* event_record() {
   return e;
 }
 double event_elapsed_s(void* a, void* b) {
-  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(b)), "cudaEventSynchronize (a compute span's end)");
-  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(a)), "cudaEventSynchronize (a compute span's start)");
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(b)),
+             "cudaEventSynchronize (a compute span's end)");
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(a)),
+             "cudaEventSynchronize (a compute span's start)");
   float ms = 0.f;
   check_cuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)),
              "cudaEventElapsedTime (a compute span)");
   return static_cast<double>(ms) * 1e-3;
 }
-void event_release(void* e) noexcept { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+void event_release(void* e) noexcept {
+  cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
 
 DeviceHooks storage_hooks() {
   DeviceHooks h;
