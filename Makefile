@@ -40,7 +40,7 @@ test-asan: full-repo build-asan
 ## without a GPU.
 demo: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run -- --no-print-directory
+	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run $(if $(filter cuda,$(DEVICE)),tpsp-train-cuda) -- --no-print-directory
 	$(BUILD)/bin/tpsp-demo $(if $(DEVICE),--device $(DEVICE)) $(DEMO_ARGS)
 
 ## make bench: build the benchmarks and run bench/run_bench.py: the engine against its PyTorch peers

@@ -462,9 +462,18 @@ int main(int argc, char** argv) {
   const bool drawable = o.verbose && can_plot();
   std::vector<std::string> traced;  // --verbose: the runs whose timelines are drawn at the end
   for (const std::string& lab : o.labs) {
+    // --device cuda: the rank programs' GPU build (checkers/CMakeLists.txt, tpsp_rank_program_cuda).
+    const std::string gpu = o.device == "cuda" ? "-cuda" : "";
     const std::string bin = !o.binary.empty() ? o.binary
-                            : o.solution      ? bin_dir + "/tpsp-lab-ranks"
-                                              : bin_dir + "/tpsp-lab-ranks-" + lab;
+                            : o.solution      ? bin_dir + "/tpsp-lab-ranks" + gpu
+                                              : bin_dir + "/tpsp-lab-ranks-" + lab + gpu;
+    if (!gpu.empty() && o.binary.empty() && !fs::exists(bin)) {
+      std::fprintf(stderr,
+                   "./check: --device cuda needs the GPU build of the rank programs, %s, which a build "
+                   "makes only where nvcc is found (the CUDA toolkit)\n",
+                   bin.c_str());
+      return kUsage;
+    }
     if (!report.begin_lab(lab, bin)) continue;
     std::vector<PlannedRun> plan;
     for (const Scenario& sc : all_scenarios()) {

@@ -2,6 +2,7 @@
 #include "engine/runtime/device_runtime.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "engine/comm/env.h"
 #include "engine/emulated_device.h"
@@ -16,6 +17,16 @@
 
 namespace tpsp::runtime {
 namespace {
+
+/// "this is the CPU build of tpsp-train; its GPU build is tpsp-train-cuda beside it (...)".
+[[maybe_unused]] std::string cpu_build_of() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string name = ec ? std::string("this program") : exe.filename().string();
+  return "this is the CPU build of " + name + "; its GPU build is " + name +
+         "-cuda beside it (loading the CUDA libraries costs a process about a second, so only that build "
+         "links them)";
+}
 
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -73,6 +84,9 @@ std::shared_ptr<comm::ProcessGroup> nccl_world_from_env([[maybe_unused]] const c
 #ifdef TPSP_HAVE_NCCL
   std::unique_ptr<comm::Backend> bootstrap = comm::cpu_backend_from_env(o);
   return comm::ProcessGroup::create_world(cuda::nccl_world(*bootstrap, o.timeout), o);
+#elif defined(TPSP_GPU_BUILD_BESIDE)
+  TPSP_CHECK(false, "--backend nccl: ", cpu_build_of());
+  return nullptr;
 #else
   TPSP_CHECK(false, "--backend nccl: this build has no NCCL (",
              gpu_backend_built() ? "nccl.h or libnccl was not found beside the CUDA toolkit"
@@ -145,6 +159,9 @@ Device activate(DeviceChoice d) {
                  "); use --device cpu, or --device cuda-emulated to check the device paths without a GPU");
       cuda::register_backend(comm::local_rank() % n);
       return Device::cuda;
+#elif defined(TPSP_GPU_BUILD_BESIDE)
+      TPSP_CHECK(false, "--device cuda: ", cpu_build_of());
+      return Device::cpu;
 #else
       TPSP_CHECK(false,
                  "--device cuda: this build has no GPU backend (nvcc was not found when it was "

@@ -32,14 +32,16 @@ DeviceChoice device_from_env();
 /// TPSP_BACKEND; unset or empty: "gloo".
 std::string backend_from_env();
 
-/// True when this build has the GPU backend (nvcc was found), and NCCL in it.
+/// True when this program links the GPU backend (its -cuda build, where nvcc was found), and NCCL.
 bool gpu_backend_built();
 bool nccl_built();
 
 /// Makes the device usable in this process and returns where its tensors go (Device::cuda for both
 /// cuda choices). cuda: registers the GPU backend on GPU LOCAL_RANK % (GPUs visible). ShapeError when
-/// the build has no GPU backend ("rebuild where nvcc is found") or no GPU is visible (naming CUDA's
-/// reason); cuda-emulated after cuda in one process (or the reverse) is a ShapeError too.
+/// this program is a CPU build (naming its GPU build <program>-cuda beside it: loading the CUDA
+/// libraries costs a process about 0.8 s, so ./check's rank programs and tpsp-train have two builds),
+/// when the build has no GPU backend at all ("rebuild where nvcc is found"), or when no GPU is visible
+/// (naming CUDA's reason); cuda-emulated after cuda in one process (or the reverse) is one too.
 Device activate(DeviceChoice d);
 
 /// The world group for `d` and `backend` ("gloo" or "nccl"), with options from the environment

@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
     const fs::path bin = self_dir();
     const std::string cmd =
         fmt::format("'{}' -n {} --timeout 600 -- '{}' {} --out '{}'", (bin / "tpsp-run").string(),
-                    o.tp * o.dp, (bin / "tpsp-train").string(), train::train_options_flags(o), out_dir);
+                    o.tp * o.dp, (bin / (o.device == "cuda" ? "tpsp-train-cuda" : "tpsp-train")).string(),
+                    train::train_options_flags(o), out_dir);
     fmt::print("running (the lab code: {}): {}\n", TPSP_LAB_CODE, cmd);
     std::fflush(stdout);
     fs::remove(out_dir + "/not_implemented.txt");
