@@ -354,6 +354,16 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
           "ranks without a result: " + missing, run.launcher_code, last_lines(run.launcher_log, 16)));
     return res;
   }
+  // Where the ranks ran the learner's code: on the host exactly for the scenarios declared host code.
+  res.host_code = sc.host_code;
+  for (int w = 0; w < world; ++w)
+    if (results[w].value("host_code", false) != sc.host_code)
+      res.problems.push_back(fmt::format(
+          "{} ran the scenario {}, but checkers/{}/expected.cpp declares it {} (Scenario::host_code): the "
+          "rank "
+          "function and the scenario disagree",
+          rank_name(layout, w), sc.host_code ? "on the --device" : "on the host (RunContext::run_on_host)",
+          sc.lab, sc.host_code ? "host code" : "device code"));
   // 2. Numbers: every output of every replica against the expected whole tensor.
   for (int d = 0; d < layout.dp; ++d) check_outputs(want, layout, d, run.dir, tol, res.problems);
   // 3. Communication: the calls on the TP group per phase, against the expected pattern.
