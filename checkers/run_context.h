@@ -30,8 +30,19 @@ struct RunContext {
   bool sp = false;
   uint64_t seed = 0;
   Device device = Device::cpu;
+  /// True once the scenario called run_on_host(): its learner function is host code by design.
+  bool host_code = false;
   /// t on the scenario's device (the same handle on the CPU; undefined stays undefined).
   Tensor on_device(const Tensor& t) const { return t.defined() ? t.to(device) : t; }
+  /// Declares the scenario host code by design (lab00's ring collectives add chunks with data(); lab02's
+  /// vocab-parallel cross entropy loops over the logits on the host): its lesson is the algorithm, not a
+  /// kernel. From then on device is the CPU (on_device keeps tensors on the host), and the rank program
+  /// requires its outputs on the CPU instead of on the --device, and reports it as run on the host.
+  /// Call it first, before building any tensor.
+  void run_on_host() {
+    host_code = true;
+    device = Device::cpu;
+  }
   std::function<void(const std::string&)> begin_phase = [](const std::string&) {};
   int size() const { return tp->size(); }
   int rank() const { return tp->rank(); }

@@ -87,6 +87,10 @@ struct Scenario {
   bool dp_layout = true;
   /// Seconds one run may take before its ranks are stopped (the engine's solution takes ≈ 0.1 s).
   double budget_s = 10;
+  /// The learner's function is host code by design (lab00's ring collectives, lab02's cross entropy):
+  /// under ./check --device its rank function runs it on the CPU (RunContext::run_on_host) and every
+  /// rank says so in its result.json ("host_code"); a rank that says otherwise fails the run.
+  bool host_code = false;
   /// Whole expected outputs at (seed, tp, sp). Required.
   std::function<ExpectedOutputs(uint64_t seed, int tp, bool sp)> expected;
   /// The calls on the TP group per phase; empty function: the calls are not checked.

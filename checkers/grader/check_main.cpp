@@ -476,14 +476,19 @@ int main(int argc, char** argv) {
     }
     if (!report.begin_lab(lab, bin)) continue;
     std::vector<PlannedRun> plan;
+    std::string on_host;  // the scenarios of host code by design (Scenario::host_code) among those run
     for (const Scenario& sc : all_scenarios()) {
       if (sc.lab != lab || (!o.only.empty() && sc.name != o.only)) continue;
+      if (sc.host_code) on_host += (on_host.empty() ? "" : ", ") + sc.name;
       for (const Layout& layout : layouts(sc, o))
         for (const bool sp : sp_settings(sc, layout))
           plan.push_back(
               {&sc, layout, sp,
                fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp)});
     }
+    if (o.device != "cpu" && !on_host.empty())
+      report.lab_note(
+          fmt::format("on the host under --device {} (host code by design): {}", o.device, on_host));
     for (const PlannedRun& r : plan) fs::create_directories(r.dir);
     // First the runs that share a layout and an SP setting, in one launch each (an exec and the
     // libraries' start per run saved; each scenario runs in a fresh forked child). Only a batch whose every

@@ -311,7 +311,7 @@ std::string compare_output(const std::string& name, const Expected& spec, const 
 
 GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const ExpectedOutputs& want,
                   const RunRecord& run, const Tolerance& tol) {
-  GradeResult res{sc.id(), layout, sp, Verdict::failed, {}, 0};
+  GradeResult res{sc.id(), layout, sp, Verdict::failed, {}, 0, sc.host_code};
   const int world = layout.world();
   std::vector<json> results(static_cast<std::size_t>(world));
   for (int w = 0; w < world; ++w) {
@@ -353,6 +353,16 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
           "Its last lines:\n{}",
           "ranks without a result: " + missing, run.launcher_code, last_lines(run.launcher_log, 16)));
     return res;
+  }
+  // Where the ranks ran the learner's code: on the host exactly for the scenarios declared host code.
+  for (int w = 0; w < world; ++w) {
+    const auto said = results[w].find("host_code");  // a rank wrote it: anything but true is false
+    if ((said != results[w].end() && *said == true) != sc.host_code)
+      res.problems.push_back(fmt::format(
+          "{} {} the scenario host code (RunContext::run_on_host), but checkers/{}/expected.cpp {} "
+          "(Scenario::host_code): the rank function and the scenario disagree",
+          rank_name(layout, w), sc.host_code ? "did not declare" : "declared", sc.lab,
+          sc.host_code ? "does" : "does not"));
   }
   // 2. Numbers: every output of every replica against the expected whole tensor.
   for (int d = 0; d < layout.dp; ++d) check_outputs(want, layout, d, run.dir, tol, res.problems);

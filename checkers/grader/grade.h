@@ -45,6 +45,7 @@ struct GradeResult {
   Verdict verdict = Verdict::failed;
   std::vector<std::string> problems;  ///< one paragraph each: what differs, where, and a hint
   double seconds = 0;
+  bool host_code = false;  ///< the ranks ran the learner's code on the host (Scenario::host_code)
 };
 
 /// What the launcher left of a run: the dump directory (rank<w>/ for each world rank), the

@@ -43,6 +43,10 @@ bool Report::begin_lab(const std::string& lab, const std::string& bin) {
   return true;
 }
 
+void Report::lab_note(const std::string& line) {
+  std::printf("  %s\n", color("2", line).c_str());
+}
+
 void Report::add(const GradeResult& g, const std::string& dir) {
   ++runs_;
   const std::string tag = fmt::format("{:<30} {:<10} sp={}", g.id.substr(g.id.find('/') + 1), g.layout.str(),
@@ -85,6 +89,7 @@ void Report::add(const GradeResult& g, const std::string& dir) {
                       {"needs_other_lab", g.verdict == Verdict::needs_other},
                       {"problems", g.problems},
                       {"seconds", g.seconds},
+                      {"host_code", g.host_code},
                       {"seed", seed_}});
 }
 

@@ -24,6 +24,8 @@ class Report {
   void add(const GradeResult& g, const std::string& dir);
   int runs() const { return runs_; }
   int failed() const { return failed_; }
+  /// Prints `line` under the lab's name now; counts nothing (the JSON has each run's "host_code").
+  void lab_note(const std::string& line);
   /// A line printed just above the summary line (and kept as "notes" in the JSON); counts nothing.
   void add_note(const std::string& line) { notes_.push_back(line); }
   /// Writes the JSON report (seed, source, backend, labs, counts, one object per run); false on error.

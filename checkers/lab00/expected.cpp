@@ -40,6 +40,7 @@ void add_scenarios(std::vector<Scenario>& out) {
       {.lab = "lab00",
        .name = "ring_reduce_scatter",
        .summary = "ring reduce-scatter on send/recv: rank r keeps the sum of chunk r",
+       .host_code = true,
        .expected =
            [](uint64_t seed, int tp, bool) {
              return ExpectedOutputs{{"out", {sum_over_ranks(seed, tp), Placement::Shard(0)}}};
@@ -51,6 +52,7 @@ void add_scenarios(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab00",
                  .name = "ring_all_gather",
                  .summary = "ring all-gather on send/recv: every rank gets all chunks in rank order",
+                 .host_code = true,
                  .expected =
                      [](uint64_t seed, int, bool) {
                        return ExpectedOutputs{{"out", {gather_whole(seed)}}};
@@ -62,6 +64,7 @@ void add_scenarios(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab00",
                  .name = "ring_all_reduce",
                  .summary = "ring all-reduce = reduce-scatter + all-gather, 2(n−1)/n·S bytes per rank",
+                 .host_code = true,
                  .expected =
                      [](uint64_t seed, int tp, bool) {
                        return ExpectedOutputs{{"out", {sum_over_ranks(seed, tp)}}};

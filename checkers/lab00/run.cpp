@@ -1,4 +1,6 @@
-// lab00 on the ranks: the learner's ring collectives (engine/comm/ring_collectives.h).
+// lab00 on the ranks: the learner's ring collectives (engine/comm/ring_collectives.h). They are host
+// code by design (the lesson is the ring; its chunks are added with data(), as labs/lab00's HINTS
+// teach), so every scenario runs on the host even under ./check --device (RunContext::run_on_host).
 #include "checkers/lab00/lab00.h"
 #include "checkers/run_context.h"
 #include "engine/comm/ring_collectives.h"
@@ -10,6 +12,7 @@ namespace {
 void add_runs(std::map<std::string, RunFn>& out) {
   using namespace lab00;
   out["lab00/ring_reduce_scatter"] = [](RunContext& ctx) {
+    ctx.run_on_host();
     const Tensor in = rank_tensor(ctx.seed, ctx.rank());
     ctx.begin_phase("reduce_scatter");
     return RankOutputs{{"out", guarded("ring_reduce_scatter", {{"in", &in}}, [&] {
@@ -17,12 +20,14 @@ void add_runs(std::map<std::string, RunFn>& out) {
                         })}};
   };
   out["lab00/ring_all_gather"] = [](RunContext& ctx) {
+    ctx.run_on_host();
     const Tensor in = chunk(gather_whole(ctx.seed), 0, ctx.rank(), ctx.size());
     ctx.begin_phase("all_gather");
     return RankOutputs{{"out", guarded("ring_all_gather", {{"in", &in}},
                                        [&] { return comm::ring_all_gather(*ctx.tp, in, "check.ring_ag"); })}};
   };
   out["lab00/ring_all_reduce"] = [](RunContext& ctx) {
+    ctx.run_on_host();
     Tensor t = rank_tensor(ctx.seed, ctx.rank());
     ctx.begin_phase("all_reduce");
     comm::ring_all_reduce(*ctx.tp, t, "check.ring_ar");

@@ -22,8 +22,8 @@ using tensor_parallel::RowParallelLinear;
 RankOutputs run_f_g(RunContext& ctx) {
   using namespace tensor_parallel;
   comm::ProcessGroup& tp = *ctx.tp;
-  const Tensor x = f_x(ctx.seed), dy = f_dy(ctx.seed, ctx.rank()), p = g_partial(ctx.seed, ctx.rank()),
-               dz = g_dz(ctx.seed);
+  const Tensor x = ctx.on_device(f_x(ctx.seed)), dy = ctx.on_device(f_dy(ctx.seed, ctx.rank())),
+               p = ctx.on_device(g_partial(ctx.seed, ctx.rank())), dz = ctx.on_device(g_dz(ctx.seed));
   RankOutputs out;
   ctx.begin_phase("f.forward");
   out["f_forward"] = guarded("f forward", {{"x", &x}}, [&] {
@@ -51,14 +51,15 @@ namespace lab01 {
 /// Y = X·Aᵀ + b column-parallel, then kPasses backward passes with the same dY.
 RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
   const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = col_x(ctx.seed), dy = col_dy(ctx.seed);
-  Tensor dw({F / n, H}), db({F / n});
+  const Tensor x = ctx.on_device(col_x(ctx.seed)), dy = ctx.on_device(col_dy(ctx.seed));
+  Tensor dw({F / n, H}, DType::f32, ctx.device), db({F / n}, DType::f32, ctx.device);
   LinearOptions opt;
   opt.gather_output = lc.gather_output;
   opt.skip_bias_add = lc.skip_bias_add;
   opt.sequence_parallel = ctx.sp;
-  ColumnParallelLinear layer(chunk(col_w(ctx.seed), 0, r, n), chunk(col_b(ctx.seed), 0, r, n),
-                             lc.frozen_weight ? Tensor() : dw, db, opt, "check.column");
+  ColumnParallelLinear layer(ctx.on_device(chunk(col_w(ctx.seed), 0, r, n)),
+                             ctx.on_device(chunk(col_b(ctx.seed), 0, r, n)), lc.frozen_weight ? Tensor() : dw,
+                             db, opt, "check.column");
   LinearSaved saved;
   const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
   const Tensor dy_in = lc.gather_output ? dy : chunk(dy, 2, r, n);
@@ -73,7 +74,7 @@ RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
   // A second forward: the tensors returned before (y, dx) must not change (no reused output buffer).
   ctx.begin_phase("forward.second");
   LinearSaved saved2;
-  const Tensor x2_in = ctx.sp ? chunk(col_x2(ctx.seed), 0, r, n) : col_x2(ctx.seed);
+  const Tensor x2_in = ctx.on_device(ctx.sp ? chunk(col_x2(ctx.seed), 0, r, n) : col_x2(ctx.seed));
   const Tensor y2 = layer.forward(x2_in, saved2, *ctx.tp);
   RankOutputs out{{"y", y}, {"y_second", y2}, {"dx", dx}, {"dbias", db}};
   if (!lc.frozen_weight) out["dweight"] = dw;
@@ -83,13 +84,14 @@ RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
 /// Y = X·Bᵀ + b row-parallel (input split on its last dim, or split by the layer), kPasses backward.
 RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
   const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = row_x(ctx.seed), dy = row_dy(ctx.seed);
-  Tensor dw({H, F / n}), db({H});
+  const Tensor x = ctx.on_device(row_x(ctx.seed)), dy = ctx.on_device(row_dy(ctx.seed));
+  Tensor dw({H, F / n}, DType::f32, ctx.device), db({H}, DType::f32, ctx.device);
   LinearOptions opt;
   opt.sequence_parallel = ctx.sp;
   opt.skip_bias_add = lc.skip_bias_add;
   opt.input_is_parallel = lc.input_is_parallel;
-  RowParallelLinear layer(chunk(row_w(ctx.seed), 1, r, n), row_b(ctx.seed), dw, db, opt, "check.row");
+  RowParallelLinear layer(ctx.on_device(chunk(row_w(ctx.seed), 1, r, n)), ctx.on_device(row_b(ctx.seed)), dw,
+                          db, opt, "check.row");
   LinearSaved saved;
   const Tensor x_in = lc.input_is_parallel ? chunk(x, 2, r, n) : x;
   const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
@@ -104,7 +106,8 @@ RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
   // A second forward: the tensors returned before (y, dx) must not change (no reused output buffer).
   ctx.begin_phase("forward.second");
   LinearSaved saved2;
-  const Tensor x2_in = lc.input_is_parallel ? chunk(row_x2(ctx.seed), 2, r, n) : row_x2(ctx.seed);
+  const Tensor x2_in =
+      ctx.on_device(lc.input_is_parallel ? chunk(row_x2(ctx.seed), 2, r, n) : row_x2(ctx.seed));
   const Tensor y2 = layer.forward(x2_in, saved2, *ctx.tp);
   return {{"y", y}, {"y_second", y2}, {"dx", dx}, {"dweight", dw}, {"dbias", db}};
 }
@@ -112,13 +115,16 @@ RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
 /// The TP MLP: column (h → ffn) → GELU → row (ffn → h), kPasses backward passes.
 RankOutputs run_mlp(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = mlp_x(ctx.seed), dy = mlp_dy(ctx.seed);
-  Tensor dw1({F / n, H}), db1({F / n}), dw2({H, F / n}), db2({H});
+  const Tensor x = ctx.on_device(mlp_x(ctx.seed)), dy = ctx.on_device(mlp_dy(ctx.seed));
+  const Device d = ctx.device;
+  Tensor dw1({F / n, H}, DType::f32, d), db1({F / n}, DType::f32, d), dw2({H, F / n}, DType::f32, d),
+      db2({H}, DType::f32, d);
   LinearOptions opt;
   opt.sequence_parallel = ctx.sp;
-  ColumnParallelLinear fc1(chunk(mlp_w1(ctx.seed), 0, r, n), chunk(mlp_b1(ctx.seed), 0, r, n), dw1, db1, opt,
-                           "check.mlp.fc1");
-  RowParallelLinear fc2(chunk(mlp_w2(ctx.seed), 1, r, n), mlp_b2(ctx.seed), dw2, db2, opt, "check.mlp.fc2");
+  ColumnParallelLinear fc1(ctx.on_device(chunk(mlp_w1(ctx.seed), 0, r, n)),
+                           ctx.on_device(chunk(mlp_b1(ctx.seed), 0, r, n)), dw1, db1, opt, "check.mlp.fc1");
+  RowParallelLinear fc2(ctx.on_device(chunk(mlp_w2(ctx.seed), 1, r, n)), ctx.on_device(mlp_b2(ctx.seed)), dw2,
+                        db2, opt, "check.mlp.fc2");
   LinearSaved s1, s2;
   const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
   const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;

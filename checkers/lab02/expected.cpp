@@ -140,6 +140,7 @@ Scenario cross_entropy(const char* name, const char* summary, CECase cc) {
   return {.lab = "lab02",
           .name = name,
           .summary = summary,
+          .host_code = true,
           .expected = [cc](uint64_t seed, int tp, bool) { return expected_cross_entropy(seed, tp, cc); },
           .pattern = [cc](int tp, bool) { return pattern_cross_entropy(tp, cc.alpha); }};
 }
@@ -166,6 +167,7 @@ void add_scenarios(std::vector<Scenario>& out) {
   out.push_back({.lab = "lab02",
                  .name = "cross_entropy_bad_inputs",
                  .summary = "refuse targets outside [0, V) and logits that are not this rank's V/tp columns",
+                 .host_code = true,
                  .expected = expected_cross_entropy_bad_inputs});
   out.push_back(
       {.lab = "lab02",

@@ -1,5 +1,9 @@
 // lab02 on the ranks: the learner's VocabParallelEmbedding, vocab-parallel cross entropy and RNG
-// tracker (the transformer layer runs from checkers/layer/run.cpp).
+// tracker (the transformer layer runs from checkers/layer/run.cpp). The cross entropy is host code by
+// design (the lesson is which three all-reduces of n floats replace gathering the logits; the solution
+// loops over them with data()), so its scenarios run on the host even under ./check --device
+// (RunContext::run_on_host). The tracker hands out host floats (a std::vector): its scenarios put the
+// tensors they build from them on the device.
 #include "checkers/layer/run.h"
 
 #include "checkers/lab02/lab02.h"
@@ -18,11 +22,11 @@ using namespace lab02;
 RankOutputs run_embedding(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
   const int64_t vp = padded_to(V, n);
-  Tensor dwte({vp / n, H});
-  tensor_parallel::VocabParallelEmbedding emb(chunk(wte(ctx.seed, vp), 0, r, n), dwte, ctx.sp,
+  Tensor dwte({vp / n, H}, DType::f32, ctx.device);
+  tensor_parallel::VocabParallelEmbedding emb(ctx.on_device(chunk(wte(ctx.seed, vp), 0, r, n)), dwte, ctx.sp,
                                               "check.embedding");
   const TokenBatch ids = emb_ids(ctx.seed);
-  const Tensor dout = ctx.sp ? chunk(emb_dout(ctx.seed), 0, r, n) : emb_dout(ctx.seed);
+  const Tensor dout = ctx.on_device(ctx.sp ? chunk(emb_dout(ctx.seed), 0, r, n) : emb_dout(ctx.seed));
   ctx.begin_phase("forward");
   const Tensor out = emb.forward(ids, *ctx.tp);
   ctx.begin_phase("backward");
@@ -35,6 +39,7 @@ RankOutputs run_embedding(RunContext& ctx) {
 }
 
 RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
+  ctx.run_on_host();
   const int n = ctx.size(), r = ctx.rank();
   const Tensor logits = chunk(ce_logits(ctx.seed, padded_to(V, n), cc.scale), 1, r, n);
   tensor_parallel::VocabParallelCESaved saved;
@@ -48,7 +53,7 @@ RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
   return {{"losses", res.losses.clone()}, {"loss", Tensor::from({1}, {res.loss})}, {"dlogits", dlogits}};
 }
 
-/// 1 if `fn` raised std::invalid_argument (ShapeError, a refusal), else 0.
+/// 1 if `fn` raised std::invalid_argument (ShapeError, a refusal), else 0; a [1] tensor on the host.
 template <class F>
 Tensor refused(F&& fn) {
   try {
@@ -62,6 +67,7 @@ Tensor refused(F&& fn) {
 /// Inputs the cross entropy must refuse before any collective: a target equal to V, a target −1, and
 /// (tp > 1) the already-gathered full-vocabulary logits instead of this rank's V/tp columns.
 RankOutputs run_cross_entropy_bad_inputs(RunContext& ctx) {
+  ctx.run_on_host();
   const int n = ctx.size(), r = ctx.rank();
   const Tensor whole = ce_logits(ctx.seed, padded_to(V, n), 1.f);
   const Tensor local = chunk(whole, 1, r, n);
@@ -80,23 +86,24 @@ RankOutputs run_cross_entropy_bad_inputs(RunContext& ctx) {
   return out;
 }
 
-Tensor draw(tensor_parallel::RngStatesTracker& t) {
-  return Tensor::from({1, kDraw}, t.uniform(kDraw));
+/// kDraw uniforms of the tracker's current generator as a [1, kDraw] row on the scenario's device.
+Tensor draw(const RunContext& ctx, tensor_parallel::RngStatesTracker& t) {
+  return ctx.on_device(Tensor::from({1, kDraw}, t.uniform(kDraw)));
 }
 
 /// Draws from the default stream, inside one fork of the model-parallel stream, and after it.
 RankOutputs run_rng(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
   tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
-  const Tensor before = draw(tracker);
+  const Tensor before = draw(ctx, tracker);
   Tensor inside;
   {
     auto guard = tracker.fork();
-    inside = draw(tracker);
+    inside = draw(ctx, tracker);
   }
   return {{"default_before_fork", before},
           {"model_parallel_in_fork", inside},
-          {"default_after_fork", draw(tracker)}};
+          {"default_after_fork", draw(ctx, tracker)}};
 }
 
 /// Nested forks: model-parallel, inside it data-parallel, back in model-parallel, then the default
@@ -108,17 +115,17 @@ RankOutputs run_rng_nested(RunContext& ctx) {
   RankOutputs out;
   {
     auto mp = tracker.fork();
-    out["mp_first"] = draw(tracker);
+    out["mp_first"] = draw(ctx, tracker);
     {
       auto dp = tracker.fork(kDataParallelRngName);
-      out["dp_inside_mp"] = draw(tracker);
+      out["dp_inside_mp"] = draw(ctx, tracker);
     }
-    out["mp_after_inner_fork"] = draw(tracker);
+    out["mp_after_inner_fork"] = draw(ctx, tracker);
   }
-  out["default_after_forks"] = draw(tracker);
+  out["default_after_forks"] = draw(ctx, tracker);
   {
     auto dp = tracker.fork(kDataParallelRngName);
-    out["dp_again"] = draw(tracker);
+    out["dp_again"] = draw(ctx, tracker);
   }
   return out;
 }
@@ -127,13 +134,14 @@ RankOutputs run_rng_nested(RunContext& ctx) {
 RankOutputs run_rng_refusals(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
   tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
-  return {{"refuses_duplicate_name", refused([&] {
+  return {{"refuses_duplicate_name", ctx.on_device(refused([&] {
              tracker.add(tensor_parallel::kModelParallelRngName, tracker_seed(ctx.seed) + 1000000);
-           })},
-          {"refuses_duplicate_seed", refused([&] { tracker.add("another-rng", tracker_seed(ctx.seed)); })}};
+           }))},
+          {"refuses_duplicate_seed",
+           ctx.on_device(refused([&] { tracker.add("another-rng", tracker_seed(ctx.seed)); }))}};
 }
 
-/// 1 if `fn` returned normally (no refusal), else 0.
+/// 1 if `fn` returned normally (no refusal), else 0; a [1] tensor on the host.
 template <class F>
 Tensor accepted(F&& fn) {
   return Tensor::from({1}, {1.f - refused(fn).at(0)});
@@ -147,26 +155,26 @@ RankOutputs run_rng_contract(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
   tensor_parallel::model_parallel_manual_seed(tracker, seed, ctx.rank());
   RankOutputs out;
-  out["refuses_fork_of_unknown_name"] = refused([&] { auto g = tracker.fork("never-added"); });
+  out["refuses_fork_of_unknown_name"] = ctx.on_device(refused([&] { auto g = tracker.fork("never-added"); }));
   refused([&] { tracker.add(tensor_parallel::kModelParallelRngName, seed + 5); });  // a duplicate name
-  out["accepts_seed_of_a_refused_add"] = accepted([&] { tracker.add("fresh", seed + 5); });
+  out["accepts_seed_of_a_refused_add"] = ctx.on_device(accepted([&] { tracker.add("fresh", seed + 5); }));
   std::vector<Tensor> mp;
   {
     auto outer = tracker.fork();
-    mp.push_back(draw(tracker));
+    mp.push_back(draw(ctx, tracker));
     {
       auto inner = tracker.fork();  // the state that is already current: continues it
-      mp.push_back(draw(tracker));
+      mp.push_back(draw(ctx, tracker));
     }
-    mp.push_back(draw(tracker));
+    mp.push_back(draw(ctx, tracker));
   }
   out["mp_fork_of_current_continues"] = cat(mp, 1);
   tensor_parallel::model_parallel_manual_seed(tracker, seed + 1, ctx.rank());  // reseed a used tracker
   {
     auto g = tracker.fork();
-    out["mp_after_reseed"] = draw(tracker);
+    out["mp_after_reseed"] = draw(ctx, tracker);
   }
-  out["default_after_reseed"] = draw(tracker);
+  out["default_after_reseed"] = draw(ctx, tracker);
   return out;
 }
 

@@ -20,10 +20,10 @@ RankOutputs run_sp_mappings(RunContext& ctx) {
   using namespace tensor_parallel;
   const int n = ctx.size(), r = ctx.rank();
   comm::ProcessGroup& tp = *ctx.tp;
-  const Tensor x = sp_x(ctx.seed), dz = sp_dz(ctx.seed);
+  const Tensor x = ctx.on_device(sp_x(ctx.seed)), dz = ctx.on_device(sp_dz(ctx.seed));
   const Tensor x_shard = chunk(x, 0, r, n), dz_shard = chunk(dz, 0, r, n);
-  const Tensor dgather = rank_input(ctx.seed, "sp.dgather", r),
-               partial = rank_input(ctx.seed, "sp.partial", r);
+  const Tensor dgather = ctx.on_device(rank_input(ctx.seed, "sp.dgather", r)),
+               partial = ctx.on_device(rank_input(ctx.seed, "sp.partial", r));
   RankOutputs out;
   auto phase = [&](const char* name, const char* call, const Tensor& in, auto&& fn) {
     ctx.begin_phase(name);
@@ -58,8 +58,9 @@ RankOutputs run_sp_mappings(RunContext& ctx) {
 /// reduction every rank must hold their sum.
 RankOutputs run_sp_grad_sync(RunContext& ctx) {
   const int r = ctx.rank();
-  Tensor gamma = sync_grad(ctx.seed, "gamma", r), beta = sync_grad(ctx.seed, "beta", r),
-         bias = sync_grad(ctx.seed, "bias", r);
+  Tensor gamma = ctx.on_device(sync_grad(ctx.seed, "gamma", r)),
+         beta = ctx.on_device(sync_grad(ctx.seed, "beta", r)),
+         bias = ctx.on_device(sync_grad(ctx.seed, "bias", r));
   ctx.begin_phase("grad_sync");
   model::allreduce_sequence_parallel_grads({&gamma, &beta, &bias}, *ctx.tp);
   return {{"layernorm.dgamma", gamma}, {"layernorm.dbeta", beta}, {"row_bias.dbias", bias}};

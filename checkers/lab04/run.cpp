@@ -42,10 +42,12 @@ std::pair<Tensor, Tensor> step(RunContext& ctx, Layer& layer, const std::string&
 RankOutputs run_column(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t s = ctx.seed;
-  const Tensor w = chunk(exact({OUT, IN}, s, "col.w"), 0, r, n), b = chunk(exact({OUT}, s, "col.b"), 0, r, n);
-  const Tensor dw0 = chunk(exact({OUT, IN}, s, "col.dw0"), 0, r, n),
-               db0 = chunk(exact({OUT}, s, "col.db0"), 0, r, n);
-  const Tensor x = exact({S, B, IN}, s, "col.x"), dy = exact({S, B, OUT}, s, "col.dy");
+  const Tensor w = ctx.on_device(chunk(exact({OUT, IN}, s, "col.w"), 0, r, n)),
+               b = ctx.on_device(chunk(exact({OUT}, s, "col.b"), 0, r, n));
+  const Tensor dw0 = ctx.on_device(chunk(exact({OUT, IN}, s, "col.dw0"), 0, r, n)),
+               db0 = ctx.on_device(chunk(exact({OUT}, s, "col.db0"), 0, r, n));
+  const Tensor x = ctx.on_device(exact({S, B, IN}, s, "col.x")),
+               dy = ctx.on_device(exact({S, B, OUT}, s, "col.dy"));
   const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x, dy_in = chunk(dy, 2, r, n);
   RankOutputs out;
   {
@@ -81,19 +83,21 @@ RankOutputs run_column(RunContext& ctx) {
 RankOutputs run_row(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
   const uint64_t s = ctx.seed;
-  const Tensor w = chunk(exact({IN, OUT}, s, "row.w"), 1, r, n), b = exact({IN}, s, "row.b");
-  const Tensor dw0 = chunk(exact({IN, OUT}, s, "row.dw0"), 1, r, n);
-  const Tensor x = exact({S, B, OUT}, s, "row.x"), dy = exact({S, B, IN}, s, "row.dy");
+  const Tensor w = ctx.on_device(chunk(exact({IN, OUT}, s, "row.w"), 1, r, n)),
+               b = ctx.on_device(exact({IN}, s, "row.b"));
+  const Tensor dw0 = ctx.on_device(chunk(exact({IN, OUT}, s, "row.dw0"), 1, r, n));
+  const Tensor x = ctx.on_device(exact({S, B, OUT}, s, "row.x")),
+               dy = ctx.on_device(exact({S, B, IN}, s, "row.dy"));
   const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
   RankOutputs out;
   {
-    Tensor dw = dw0.clone(), db = Tensor::zeros({IN});
+    Tensor dw = dw0.clone(), db({IN}, DType::f32, ctx.device);
     RowParallelLinear layer(w, b, dw, db, overlap_opts(ctx.sp), "check.row");
     const auto [y, dx] = step(ctx, layer, "RowParallelLinear", chunk(x, 2, r, n), dy_in);
     out.insert({{"y", y}, {"dx", dx}, {"dweight", dw}, {"dbias", db}});
   }
   if (!ctx.sp) {
-    Tensor dw = dw0.clone(), db = Tensor::zeros({IN});
+    Tensor dw = dw0.clone(), db({IN}, DType::f32, ctx.device);
     LinearOptions opt = overlap_opts(false);
     opt.input_is_parallel = false;
     opt.skip_bias_add = true;
@@ -114,13 +118,13 @@ RankOutputs run_overlap(RunContext& ctx) {
   const uint64_t s = ctx.seed;
   comm::ProcessGroup& tp = *ctx.tp;
   tp.set_link(comm::LinkModel::parse(kLink));
-  Tensor dw1 = Tensor::zeros({OFFN / n, OH}), dw2 = Tensor::zeros({OH, OFFN / n});
-  ColumnParallelLinear fc1(chunk(random({OFFN, OH}, s, "w1", 0.09f), 0, r, n), Tensor(), dw1, Tensor(),
-                           overlap_opts(true), "check.fc1");
-  RowParallelLinear fc2(chunk(random({OH, OFFN}, s, "w2", 0.011f), 1, r, n), Tensor(), dw2, Tensor(),
-                        overlap_opts(true), "check.fc2");
-  const Tensor x = chunk(random({OS, OB, OH}, s, "x", 1), 0, r, n);
-  const Tensor dy = chunk(random({OS, OB, OH}, s, "dy", 1), 0, r, n);
+  Tensor dw1({OFFN / n, OH}, DType::f32, ctx.device), dw2({OH, OFFN / n}, DType::f32, ctx.device);
+  ColumnParallelLinear fc1(ctx.on_device(chunk(random({OFFN, OH}, s, "w1", 0.09f), 0, r, n)), Tensor(), dw1,
+                           Tensor(), overlap_opts(true), "check.fc1");
+  RowParallelLinear fc2(ctx.on_device(chunk(random({OH, OFFN}, s, "w2", 0.011f), 1, r, n)), Tensor(), dw2,
+                        Tensor(), overlap_opts(true), "check.fc2");
+  const Tensor x = ctx.on_device(chunk(random({OS, OB, OH}, s, "x", 1), 0, r, n));
+  const Tensor dy = ctx.on_device(chunk(random({OS, OB, OH}, s, "dy", 1), 0, r, n));
   Tensor y, dx;
   tp.barrier({"check.start"});          // setup: both ranks start the first forward together
   for (int i = 0; i < kRepeats; ++i) {  // the gradients accumulate over the repeats
@@ -141,13 +145,13 @@ RankOutputs run_overlap(RunContext& ctx) {
 RankOutputs run_aliasing(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
   comm::ProcessGroup& tp = *ctx.tp;
-  Tensor dw1 = Tensor::zeros({2 / n, 2}), dw2 = Tensor::zeros({2 / n, 2});
-  ColumnParallelLinear l1(chunk(alias_w1(), 0, r, n), Tensor(), dw1, Tensor(), overlap_opts(true),
-                          "check.layer1");
-  ColumnParallelLinear l2(chunk(alias_w2(), 0, r, n), Tensor(), dw2, Tensor(), overlap_opts(true),
-                          "check.layer2");
-  const Tensor x1 = chunk(alias_x1(), 0, r, n), x2 = chunk(alias_x2(), 0, r, n);
-  const Tensor dy = chunk(Tensor::full({4, 1, 2}, 1.f), 2, r, n);
+  Tensor dw1({2 / n, 2}, DType::f32, ctx.device), dw2({2 / n, 2}, DType::f32, ctx.device);
+  ColumnParallelLinear l1(ctx.on_device(chunk(alias_w1(), 0, r, n)), Tensor(), dw1, Tensor(),
+                          overlap_opts(true), "check.layer1");
+  ColumnParallelLinear l2(ctx.on_device(chunk(alias_w2(), 0, r, n)), Tensor(), dw2, Tensor(),
+                          overlap_opts(true), "check.layer2");
+  const Tensor x1 = ctx.on_device(chunk(alias_x1(), 0, r, n)), x2 = ctx.on_device(chunk(alias_x2(), 0, r, n));
+  const Tensor dy = ctx.on_device(chunk(Tensor::full({4, 1, 2}, 1.f), 2, r, n));
   LinearSaved s1, s2;
   ctx.begin_phase("forward");
   const Tensor y1 = l1.forward(x1, s1, tp).clone();

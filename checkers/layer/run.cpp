@@ -14,13 +14,14 @@ struct Built {
   std::map<std::string, Tensor> params, grads;
 };
 
-/// This rank's shards of layer 0's parameters (whole tensors sliced) and zeroed gradient buffers.
+/// This rank's shards of layer 0's parameters (whole tensors sliced) and zeroed gradient buffers, on
+/// the scenario's device.
 Built build(const RunContext& ctx) {
   Built b;
   for (const auto& [name, whole] : whole_params(ctx.seed)) {
     const int d = split_of(name);
-    b.params[name] = d < 0 ? whole : chunk(whole, d, ctx.rank(), ctx.size());
-    b.grads[name] = Tensor(b.params[name].shape());
+    b.params[name] = ctx.on_device(d < 0 ? whole : chunk(whole, d, ctx.rank(), ctx.size()));
+    b.grads[name] = Tensor(b.params[name].shape(), DType::f32, ctx.device);
   }
   return b;
 }
@@ -35,8 +36,8 @@ RankOutputs run_layer(RunContext& ctx) {
   Built b = build(ctx);
   model::TransformerLayer tl(config(), 0, b.params, b.grads, ctx.sp);
   const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = ctx.sp ? chunk(layer_x(ctx.seed), 0, r, n) : layer_x(ctx.seed);
-  const Tensor dy = ctx.sp ? chunk(layer_dy(ctx.seed), 0, r, n) : layer_dy(ctx.seed);
+  const Tensor x = ctx.on_device(ctx.sp ? chunk(layer_x(ctx.seed), 0, r, n) : layer_x(ctx.seed));
+  const Tensor dy = ctx.on_device(ctx.sp ? chunk(layer_dy(ctx.seed), 0, r, n) : layer_dy(ctx.seed));
   model::LayerSaved saved;
   const model::LayerContext lc = layer_context(ctx);
   ctx.begin_phase("forward");
@@ -60,11 +61,12 @@ RankOutputs run_layer(RunContext& ctx) {
 RankOutputs run_layer_memory(RunContext& ctx) {
   Built b = build(ctx);
   model::TransformerLayer tl(config(), 0, b.params, b.grads, ctx.sp);
-  const Tensor x = ctx.sp ? chunk(layer_x(ctx.seed), 0, ctx.rank(), ctx.size()) : layer_x(ctx.seed);
+  const Tensor x =
+      ctx.on_device(ctx.sp ? chunk(layer_x(ctx.seed), 0, ctx.rank(), ctx.size()) : layer_x(ctx.seed));
   model::LayerSaved saved;
   ctx.begin_phase("forward");
   tl.forward(x, saved, layer_context(ctx));
-  return {{"activation_bytes", Tensor::from({1}, {static_cast<float>(saved.bytes())})}};
+  return {{"activation_bytes", ctx.on_device(Tensor::from({1}, {static_cast<float>(saved.bytes())}))}};
 }
 
 RankOutputs run_layer_wrong_seq(RunContext& ctx) {
@@ -72,7 +74,7 @@ RankOutputs run_layer_wrong_seq(RunContext& ctx) {
   // SP): the layer must refuse, on every rank, before computing on the wrong number of tokens.
   Built b = build(ctx);
   model::TransformerLayer tl(config(), 0, b.params, b.grads, ctx.sp);
-  const Tensor x = layer_x(ctx.seed).slice0(0, (ctx.sp ? S / ctx.size() : S) - 1).clone();
+  const Tensor x = ctx.on_device(layer_x(ctx.seed).slice0(0, (ctx.sp ? S / ctx.size() : S) - 1).clone());
   model::LayerSaved saved;
   float refused = 0;
   ctx.begin_phase("forward");
@@ -81,7 +83,7 @@ RankOutputs run_layer_wrong_seq(RunContext& ctx) {
   } catch (const std::invalid_argument&) {
     refused = 1;
   }
-  return {{"refuses_input_rows_that_disagree_with_ctx_seq", Tensor::from({1}, {refused})}};
+  return {{"refuses_input_rows_that_disagree_with_ctx_seq", ctx.on_device(Tensor::from({1}, {refused}))}};
 }
 
 }  // namespace tpsp::checkers::layer

@@ -9,7 +9,8 @@
 //   result.json    {"status": "ok" | "todo" | "error", "message", "seconds",
 //                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
 //                              waited, peer, reduce, t_issue, t_start, t_end, t_waited}, ...],
-//                   "compute": [{phase, name, label, t_start, t_end}, ...]}   (seconds, one clock)
+//                   "compute": [{phase, name, label, t_start, t_end}, ...],   (seconds, one clock)
+//                   "host_code": true   only for a scenario that ran on the host (RunContext::run_on_host)}
 //   trace.json     the same calls and compute spans as a Chrome trace (Perfetto; tools/plot_timeline.py),
 //                  also when the scenario raised (the calls up to the error)
 // It exits 0 when every scenario was ok; at the first one that is not, it stops there and exits 3 (a
@@ -140,6 +141,7 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
     try {
       outputs = it->second(ctx);
     } catch (...) {
+      if (ctx.host_code) result["host_code"] = true;
       flush();
       try {  // the trace up to the failure, for ./check --verbose's timeline; its lack is no new error
         rec.write_chrome_trace(dir + "/trace.json");
@@ -149,11 +151,15 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
     }
     flush();
     rec.write_chrome_trace(dir + "/trace.json");
+    // A scenario of host code by design (RunContext::run_on_host) keeps its tensors on the CPU.
+    const Device home = ctx.host_code ? Device::cpu : device;
+    if (ctx.host_code) result["host_code"] = true;
     for (const auto& [name, t] : outputs) {
       // On a device every result must stay there: one on the host means a layer moved it (or read it).
-      TPSP_CHECK(!t.defined() || t.device() == device, "output '", name, "' is on ", device_name(t.device()),
+      TPSP_CHECK(!t.defined() || t.device() == home, "output '", name, "' is on ", device_name(t.device()),
                  "; with --device ", runtime::device_choice_name(runtime::device_from_env()),
-                 " the scenario's tensors live on ", device_name(device), " and its results must stay there");
+                 " the scenario's tensors live on ", device_name(home),
+                 ctx.host_code ? " (host code by design)" : "", " and its results must stay there");
       io::save_npy(dir + "/" + name + ".npy", t.defined() ? t.to(Device::cpu) : t);
     }
   } catch (const NotImplemented& e) {
