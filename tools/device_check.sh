@@ -2,12 +2,12 @@
 # tools/device_check.sh — the GPU backend's check on a machine lent with a GPU (issue 12), in one go:
 #   1. configure a CUDA build (sm_90 unless CUDA_ARCHS says otherwise; ccache when installed),
 #   2. build what the later steps run: test_gpu (the engine, the GPU backend tpsp_cuda, the tests),
-#      tpsp-train, ./check's programs (tpsp-check, tpsp-run, tpsp-lab-ranks, the labs'), bench_gpu_gemm
-#      and bench_gpt_mfu,
+#      tpsp-train-cuda, ./check's programs (tpsp-check, tpsp-run, the rank programs' GPU builds:
+#      labs-cuda), bench_gpu_gemm and bench_gpt_mfu,
 #   3. run the GPU ctests (gpu/*: each CUDA op against its CPU op, dropout masks bit for bit, tensor
 #      round trips, host-staged collectives over Gloo, NCCL at world 1, the whole GPT training step on
 #      the GPU against the CPU with f32 and bf16 parameters),
-#   4. train 3 steps at tp=1 on the GPU over NCCL (tpsp-train --device cuda --backend nccl),
+#   4. train 3 steps at tp=1 on the GPU over NCCL (tpsp-train-cuda --device cuda --backend nccl),
 #   5. bench_gpu_gemm (the engine's bf16 GEMM against cuBLAS and the peak, docs/performance.md, GPU),
 #   6. bench_gpt_mfu at h=4096, s=2048, tp=1, bf16 (the training step's MFU),
 #   7. ./check --all --solution --device cuda (every lab's checks with cuda tensors; the ranks share the
@@ -113,7 +113,7 @@ fi
 say "configure: $(elapsed $t0) s"
 
 # 2. build
-targets=(test_gpu tpsp-train tpsp-check tpsp-run tpsp-lab-ranks labs bench_gpu_gemm bench_gpt_mfu)
+targets=(test_gpu tpsp-train-cuda tpsp-check tpsp-run labs-cuda bench_gpu_gemm bench_gpt_mfu)
 t0=$SECONDS
 build_cap=$((budget - SECONDS - 60))  # a minute is kept for the steps after it
 ((build_cap >= 10)) || build_cap=10
@@ -140,7 +140,7 @@ if run_step "GPU tests" 90 "$logs/ctest.log" ctest --test-dir "$build" -R '^gpu/
 fi
 
 # 4. three training steps on the GPU over NCCL at world 1 (one rank, one GPU)
-train=$build/bin/tpsp-train
+train=$build/bin/tpsp-train-cuda
 if [[ ! -x $train ]]; then
   say "SKIPPED tpsp-train over NCCL: $train was not built"
 elif rm -rf "$logs/train_nccl" && run_step "tpsp-train over NCCL" 60 "$logs/train_nccl.log" "$train" --device cuda --backend nccl --tp 1 \

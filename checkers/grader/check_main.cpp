@@ -55,6 +55,21 @@ struct Options {
 
 constexpr int kUsage = 2;
 
+/// Asks rank program `bin` to make `device` usable (--probe-device): "" when it can, else its reason.
+std::string probe_device(const std::string& bin, const std::string& device) {
+  const std::string cmd = "'" + bin + "' --probe-device " + device + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "cannot start " + bin + " to probe --device " + device;
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = ::pclose(p);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  if (status == 0) return "";
+  return out.empty() ? bin + " --probe-device " + device + " failed (status " + std::to_string(status) + ")"
+                     : out;
+}
+
 /// Strict decimal parse of a seed in [0, 2^64): no sign, no clamping.
 bool parse_seed(const std::string& s, uint64_t& out) {
   if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos) return false;
@@ -474,6 +489,11 @@ int main(int argc, char** argv) {
                    bin.c_str());
       return kUsage;
     }
+    if (o.device != "cpu")  // once, before the runs: no device means one line, not a failure per run
+      if (const std::string why = probe_device(bin, o.device); !why.empty()) {
+        std::fprintf(stderr, "./check: %s\n", why.c_str());
+        return kUsage;
+      }
     if (!report.begin_lab(lab, bin)) continue;
     std::vector<PlannedRun> plan;
     std::string on_host;  // the scenarios of host code by design (Scenario::host_code) among those run

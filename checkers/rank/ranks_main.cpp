@@ -216,7 +216,21 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the inputs");
   app.add_option("--out", out_dirs, "dump directory (one per --scenario, in the same order)");
   app.add_flag("--list", list, "print the scenario ids this program can run, then exit");
+  std::string probe;
+  app.add_option(
+      "--probe-device", probe,
+      "make DEVICE usable (cpu, cuda, cuda-emulated) and exit: 0, or 1 with the reason (./check asks "
+      "once before a device run)");
   CLI11_PARSE(app, argc, argv);
+  if (!probe.empty()) {
+    try {
+      runtime::activate(runtime::parse_device(probe));
+      return 0;
+    } catch (const std::exception& e) {
+      std::printf("%s\n", e.what());
+      return 1;
+    }
+  }
   if (list) {
     for (const auto& [name, run] : checkers::all_runs()) std::printf("%s\n", name.c_str());
     return 0;
