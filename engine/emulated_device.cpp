@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -20,23 +21,37 @@ namespace {
 
 std::atomic<bool> g_registered{false};
 
+// Device pointers are host addresses with bit 62 set: not canonical on x86-64 (nor valid on AArch64),
+// so host code that dereferences one (a loop over raw_data() of a device tensor) faults, as it would
+// on a GPU, instead of reading the bytes (attack12). Pointer arithmetic keeps the tag; only these
+// hooks and the emulated transport (untag()) turn it back into the host address.
+constexpr uintptr_t kTag = uintptr_t{1} << 62;
+void* tagged(void* p) {
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kTag);
+}
+void* host_of(const void* p) {
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~kTag);
+}
+
 void* alloc(std::size_t bytes) {
   void* p = std::malloc(bytes);
   if (!p) throw std::bad_alloc();
-  return p;
+  return tagged(p);
 }
 void release(void* p) noexcept {
-  std::free(p);
+  std::free(host_of(p));
 }
 void copy(void* dst, bool, const void* src, bool, std::size_t bytes) {
-  std::memmove(dst, src, bytes);
+  std::memmove(host_of(dst), host_of(src), bytes);
 }
 void copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
              std::size_t height) {
-  for (std::size_t r = 0; r < height; ++r)
-    std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  char* d = static_cast<char*>(host_of(dst));
+  const char* s = static_cast<const char*>(host_of(src));
+  for (std::size_t r = 0; r < height; ++r) std::memcpy(d + r * dpitch, s + r * spitch, width);
 }
-void fill(void* dst, DType dt, float value, std::size_t n) {
+void fill(void* dst_tagged, DType dt, float value, std::size_t n) {
+  void* dst = host_of(dst_tagged);
   if (dt == DType::f32) {
     float* f = static_cast<float*>(dst);
     for (std::size_t i = 0; i < n; ++i) f[i] = value;
@@ -46,7 +61,9 @@ void fill(void* dst, DType dt, float value, std::size_t n) {
   uint16_t* h = static_cast<uint16_t*>(dst);
   for (std::size_t i = 0; i < n; ++i) h[i] = bits;
 }
-void convert(void* dst, DType dst_dt, const void* src, DType src_dt, std::size_t n) {
+void convert(void* dst_tagged, DType dst_dt, const void* src_tagged, DType src_dt, std::size_t n) {
+  void* dst = host_of(dst_tagged);
+  const void* src = host_of(src_tagged);
   TPSP_CHECK(dst_dt != src_dt && (dst_dt == DType::f32 || dst_dt == DType::bf16) &&
                  (src_dt == DType::f32 || src_dt == DType::bf16),
              "emulated device: convert between f32 and bf16 only");
@@ -230,6 +247,10 @@ void register_cuda() {
 
 bool is_registered() {
   return g_registered.load();
+}
+
+void* untag(const void* p) {
+  return host_of(p);
 }
 
 long markers_recorded() {

@@ -18,6 +18,11 @@ void register_cuda();
 /// True once register_cuda() ran in this process.
 bool is_registered();
 
+/// The host address behind an emulated device pointer (a host pointer is returned as it is). Device
+/// pointers carry a tag that makes a host dereference fault, as on a GPU; the emulated transport
+/// (engine/runtime) hands the untagged address to the host transport under it.
+void* untag(const void* p);
+
 /// Clock markers recorded so far (DeviceHooks::event_record: the device-timed compute spans' path).
 long markers_recorded();
 

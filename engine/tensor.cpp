@@ -130,8 +130,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 namespace {
 /// ShapeError unless the tensor is on the CPU: host code never dereferences device memory.
 void check_host_access(Device device, const Shape& shape, const char* what) {
-  TPSP_CHECK(device == Device::cpu, what, ": the tensor ", shape_str(shape), " is on ", device_name(device),
-             "; its elements cannot be read or written from the host (copy it with to(Device::cpu))");
+  TPSP_CHECK(
+      device == Device::cpu, what, ": the tensor ", shape_str(shape), " is on ", device_name(device),
+      "; its elements cannot be read or written from the host (compute with the ops, which run on their "
+      "inputs' device; to(Device::cpu) copies it to the host, at the cost of a transfer)");
 }
 }  // namespace
 

@@ -57,7 +57,9 @@ constexpr int kUsage = 2;
 
 /// Asks rank program `bin` to make `device` usable (--probe-device): "" when it can, else its reason.
 std::string probe_device(const std::string& bin, const std::string& device) {
-  const std::string cmd = "'" + bin + "' --probe-device " + device + " 2>&1";
+  std::string quoted = "'";  // the path in single quotes for the shell, a quote in it as '\''
+  for (const char c : bin) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  const std::string cmd = quoted + "' --probe-device " + device + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return "cannot start " + bin + " to probe --device " + device;
   std::string out;
@@ -197,6 +199,14 @@ int parse(int argc, char** argv, Options& o) {
   if (o.backend == "nccl" && o.device != "cuda") {
     std::fprintf(
         stderr, "./check: --backend nccl needs --device cuda (nccl moves GPU memory only; got --device %s)\n",
+        o.device.c_str());
+    return kUsage;
+  }
+  if (o.device != "cpu" && o.confine_uid >= 0) {
+    std::fprintf(
+        stderr,
+        "./check: --confine-uid (./grade) runs on the CPU only; --device %s is not allowed with it (a "
+        "device run starts the rank program once outside the confinement to probe the device)\n",
         o.device.c_str());
     return kUsage;
   }
@@ -484,8 +494,9 @@ int main(int argc, char** argv) {
                                               : bin_dir + "/tpsp-lab-ranks-" + lab + gpu;
     if (!gpu.empty() && o.binary.empty() && !fs::exists(bin)) {
       std::fprintf(stderr,
-                   "./check: --device cuda needs the GPU build of the rank programs, %s, which a build "
-                   "makes only where nvcc is found (the CUDA toolkit)\n",
+                   "./check: --device cuda needs the GPU build of the rank programs, %s, which a build makes "
+                   "only where nvcc is found and TPSP_WITH_CUDA is on (the default); without a GPU, "
+                   "--device cuda-emulated checks the device paths\n",
                    bin.c_str());
       return kUsage;
     }

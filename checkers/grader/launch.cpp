@@ -207,10 +207,9 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   for (const std::string& e : env) set[e.substr(0, e.find('='))] = e.substr(e.find('=') + 1);
   set["TPSP_STORE_DIR"] = store;
   set["WORLD_SIZE"] = set["LOCAL_WORLD_SIZE"] = std::to_string(world);
-  if (g_device != "cpu" || g_backend != "gloo") {
-    set["TPSP_DEVICE"] = g_device;
-    set["TPSP_BACKEND"] = g_backend;
-  }
+  // Always both: a TPSP_DEVICE exported in the caller's shell must not change a plain ./check (attack12).
+  set["TPSP_DEVICE"] = g_device;
+  set["TPSP_BACKEND"] = g_backend;
   if (!run::env_nonempty("OPENBLAS_NUM_THREADS"))
     set["OPENBLAS_NUM_THREADS"] = std::to_string(run::default_blas_threads(run::usable_cpus(), world));
   WitnessRelay relay;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,7 @@ namespace {
 
 pthread_t g_main;
 std::atomic<int> g_rank{-1};
+bool g_device_run = false;  // TPSP_DEVICE names a device: a SEGV may be a host access of device memory
 
 struct Frame {
   std::string function;  // demangled, or "" when the symbol is not exported
@@ -111,9 +113,13 @@ void print_where(int) {
 /// A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) on any thread: where it happened, then the
 /// default action, so the exit status still names the signal.
 void print_crash(int sig) {
-  char headline[96];
-  std::snprintf(headline, sizeof headline, "crashed with %s in",
-                sigabbrev_np(sig) ? sigabbrev_np(sig) : "a signal");
+  char headline[256];
+  std::snprintf(
+      headline, sizeof headline, "crashed with %s%s in", sigabbrev_np(sig) ? sigabbrev_np(sig) : "a signal",
+      sig == SIGSEGV && g_device_run
+          ? " (on a device run, also what host code reading or writing a device tensor's memory does, "
+            "e.g. through raw_data(): use ops, or to(Device::cpu))"
+          : "");
   print_stack(headline);
   signal(sig, SIG_DFL);
   raise(sig);
@@ -145,6 +151,8 @@ void print_stack(const char* headline) {
 
 void report_where_on_sigterm() {
   g_main = pthread_self();
+  const char* device = std::getenv("TPSP_DEVICE");
+  g_device_run = device && *device && std::string_view(device) != "cpu";
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);

@@ -89,12 +89,21 @@ void Recorder::append_device_compute(std::string name, std::string label, void* 
 }
 
 void Recorder::resolve_device_spans() const {
-  for (const DeviceSpan& d : device_spans_) {
-    const double t0 = anchor_t_ + d.hooks->event_elapsed_s(anchor_, d.start);
-    const double t1 = anchor_t_ + d.hooks->event_elapsed_s(anchor_, d.end);
-    compute_.push_back({d.name, d.label, t0, t1});
-    d.hooks->event_release(d.start);
-    d.hooks->event_release(d.end);
+  // Oldest first, each span out of the list before its markers are released: if reading a marker throws
+  // (a device error), the spans left are still owned exactly once (attack12: a double release).
+  std::size_t done = 0;
+  try {
+    for (; done < device_spans_.size(); ++done) {
+      const DeviceSpan& d = device_spans_[done];
+      const double t0 = anchor_t_ + d.hooks->event_elapsed_s(anchor_, d.start);
+      const double t1 = anchor_t_ + d.hooks->event_elapsed_s(anchor_, d.end);
+      compute_.push_back({d.name, d.label, t0, t1});
+      d.hooks->event_release(d.start);
+      d.hooks->event_release(d.end);
+    }
+  } catch (...) {
+    device_spans_.erase(device_spans_.begin(), device_spans_.begin() + static_cast<std::ptrdiff_t>(done));
+    throw;
   }
   device_spans_.clear();
 }

@@ -34,7 +34,8 @@ std::string env_or(const char* name, const char* fallback) {
 }
 
 /// A host transport that also takes emulated "cuda" tensors: their storage is host memory, so the
-/// inner backend moves their bytes as they are. Everything else is the inner backend's.
+/// inner backend moves their bytes in place, at the untagged addresses. Everything else is the inner
+/// backend's.
 class EmulatedDeviceBackend final : public comm::Backend {
  public:
   explicit EmulatedDeviceBackend(std::unique_ptr<comm::Backend> inner)
@@ -44,27 +45,28 @@ class EmulatedDeviceBackend final : public comm::Backend {
   int size() const override { return inner_->size(); }
   bool accepts(Device device) const override { return device == Device::cpu || device == Device::cuda; }
   void all_reduce(float* buf, std::size_t count, comm::ReduceOp op, const comm::TransportCall& c) override {
-    inner_->all_reduce(buf, count, op, c);
+    inner_->all_reduce(static_cast<float*>(emulated::untag(buf)), count, op, c);
   }
   void all_gather(const void* in, void* out, std::size_t bytes, const comm::TransportCall& c) override {
-    inner_->all_gather(in, out, bytes, c);
+    inner_->all_gather(emulated::untag(in), emulated::untag(out), bytes, c);
   }
   void reduce_scatter(const float* in, float* out, std::size_t count, comm::ReduceOp op,
                       const comm::TransportCall& c) override {
-    inner_->reduce_scatter(in, out, count, op, c);
+    inner_->reduce_scatter(static_cast<const float*>(emulated::untag(in)),
+                           static_cast<float*>(emulated::untag(out)), count, op, c);
   }
   void all_to_all(const void* in, void* out, std::size_t bytes, const comm::TransportCall& c) override {
-    inner_->all_to_all(in, out, bytes, c);
+    inner_->all_to_all(emulated::untag(in), emulated::untag(out), bytes, c);
   }
   void broadcast(void* buf, std::size_t bytes, int root, const comm::TransportCall& c) override {
-    inner_->broadcast(buf, bytes, root, c);
+    inner_->broadcast(emulated::untag(buf), bytes, root, c);
   }
   void barrier(const comm::TransportCall& c) override { inner_->barrier(c); }
   std::unique_ptr<comm::PendingP2P> send(const void* buf, std::size_t bytes, int dst) override {
-    return inner_->send(buf, bytes, dst);
+    return inner_->send(emulated::untag(buf), bytes, dst);
   }
   std::unique_ptr<comm::PendingP2P> recv(void* buf, std::size_t bytes, int src) override {
-    return inner_->recv(buf, bytes, src);
+    return inner_->recv(emulated::untag(buf), bytes, src);
   }
   std::unique_ptr<comm::Backend> new_group(const std::vector<int>& members, const std::string& key,
                                            std::chrono::milliseconds timeout) override {
@@ -163,9 +165,11 @@ Device activate(DeviceChoice d) {
       TPSP_CHECK(false, "--device cuda: ", cpu_build_of());
       return Device::cpu;
 #else
-      TPSP_CHECK(false,
-                 "--device cuda: this build has no GPU backend (nvcc was not found when it was "
-                 "configured; rebuild on a machine with the CUDA toolkit), or use --device cuda-emulated");
+      TPSP_CHECK(
+          false,
+          "--device cuda: this build has no GPU backend (it was configured with -DTPSP_WITH_CUDA=OFF, or "
+          "where nvcc was not found: configure a build where the CUDA toolkit is), or use --device "
+          "cuda-emulated");
       return Device::cpu;
 #endif
     }

@@ -9,6 +9,9 @@
 // bound is the f32 one of docs/tolerances.md. A binary of its own: the registration is process-wide.
 #include <doctest/doctest.h>
 
+#include <stdexcept>
+
+#include "engine/device_hooks.h"
 #include "engine/emulated_device.h"
 #include "engine/error.h"
 #include "engine/ops/matmul.h"
@@ -138,4 +141,37 @@ TEST_CASE("device: a device op's compute span is timed by the device's markers, 
   CHECK(d.t_end <= after);
   CHECK(y.to(Device::cpu).at(0) == 8.f);  // 16 · 1 · 0.5
   CHECK(y_cpu.at(0) == 8.f);
+}
+
+namespace {
+// A device clock whose reading of marker 5 (the second span's end) fails (a device error), counting every release.
+int g_released[8] = {};
+void* counting_record() {
+  static intptr_t next = 0;
+  return reinterpret_cast<void*>(++next);
+}
+double failing_elapsed(void*, void* b) {
+  if (reinterpret_cast<intptr_t>(b) == 5) throw std::runtime_error("device error reading marker 5");
+  return 0.0;
+}
+void counting_release(void* e) noexcept {
+  ++g_released[reinterpret_cast<intptr_t>(e)];
+}
+}  // namespace
+
+TEST_CASE("device: a device error while resolving spans releases every marker once (attack12)") {
+  DeviceHooks h;
+  h.event_record = counting_record;
+  h.event_elapsed_s = failing_elapsed;
+  h.event_release = counting_release;
+  {
+    comm::Recorder rec(0);
+    rec.set_device_anchor(&h);                                                       // marker 1
+    rec.append_device_compute("gemm", "a", h.event_record(), h.event_record(), &h);  // 2, 3
+    rec.append_device_compute("gemm", "b", h.event_record(), h.event_record(), &h);  // 4, 5
+    CHECK_THROWS_WITH(rec.compute_records(), "device error reading marker 5");
+    CHECK_THROWS_WITH(rec.compute_records(), "device error reading marker 5");  // still pending, not lost
+  }  // the destructor releases what is left
+  for (int m = 1; m <= 5; ++m)
+    CHECK_MESSAGE(g_released[m] == 1, "marker ", m, " released ", g_released[m], " times");
 }

@@ -114,8 +114,10 @@ TEST_CASE("device tensors: host element access is refused naming the device and 
   } catch (const ShapeError& e) {
     CHECK(
         std::string(e.what()) ==
-        "data(): the tensor [2, 3] is on cuda; its elements cannot be read or written from the host (copy it "
-        "with to(Device::cpu))");
+        "data(): the tensor [2, 3] is on cuda; its elements cannot be read or written from the host (compute "
+        "with the ops, which run on their inputs' device; to(Device::cpu) copies it to the host, at the cost "
+        "of "
+        "a transfer)");
   }
   CHECK_THROWS_AS((void)dev.at(0), ShapeError);
   CHECK_THROWS_AS((void)dev.to(DType::bf16).at(0), ShapeError);

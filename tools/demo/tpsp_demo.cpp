@@ -76,6 +76,15 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     o.gpt.vocab = 256;
+    if (o.device == "cuda" && !fs::exists(self_dir() / "tpsp-train-cuda")) {
+      fmt::print(
+          stderr,
+          "tpsp-demo: --device cuda trains with {}, the GPU build of tpsp-train, which this build does "
+          "not have (configured with -DTPSP_WITH_CUDA=OFF, or where nvcc was not found); without a GPU, "
+          "DEVICE=cuda-emulated runs the device paths on the CPU\n",
+          (self_dir() / "tpsp-train-cuda").string());
+      return 2;
+    }
     fs::create_directories(out_dir);
     fmt::print("tpsp demo: {} on '{}' ({} bytes)\n", o.gpt.str(), o.text, fs::file_size(o.text));
     fmt::print(

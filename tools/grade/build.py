@@ -33,9 +33,17 @@ COMPILE_MEMORY = 4 << 30     # RLIMIT_AS of the compiler, bytes
 # starting other programs, talking outside the process group. A lab file whose object names one of
 # these (called, or instantiated) is not used; one that holds a system-call instruction neither.
 FORBIDDEN_SYMBOLS = [
-    (re.compile(r"tpsp::comm::Recorder::(append|append_compute|issued|mark_waited|set_enabled|clear|next_id)\b"),
-     "writes the communication record (the grader's evidence of what was communicated)"),
-    (re.compile(r"tpsp::trace::(install|Span::Span)\b"), "writes compute spans (the grader's evidence of overlap)"),
+    # Every Recorder member: writing it forges the evidence, reading it lets a forgery match the real calls
+    # (attack12: a device span placed inside a gather's issue-to-wait window); lab code never needs it.
+    (re.compile(r"tpsp::comm::Recorder::"),
+     "reads or writes the communication record (the grader's evidence of what was communicated)"),
+    (re.compile(r"tpsp::trace::(install|installed|Span::Span)\b"),
+     "writes compute spans (the grader's evidence of overlap)"),
+    # A device's tables decide how storage is copied and how spans are timed (a fake clock forges them).
+    (re.compile(r"tpsp::register_device_hooks\b|tpsp::device_hooks\b|tpsp::require_device_hooks\b|"
+                r"tpsp::ops::register_device_ops\b|tpsp::ops::device_ops\b|tpsp::emulated::|tpsp::runtime::|"
+                r"tpsp::cuda::register_backend\b"),
+     "installs or reaches a device's storage, ops or clock (the run's device is the grader's choice)"),
     (re.compile(r"tpsp::checkers::|tpsp::io::|write_chrome_trace"),
      "calls the rank program's own code (the scenarios, the dumps, result files)"),
     (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|\bstd::filesystem::|"
@@ -58,6 +66,7 @@ FORBIDDEN_SYMBOLS = [
      "starts or controls processes, or makes raw system calls"),
     (re.compile(r"^(socket|socketpair|connect|bind|listen|accept|accept4|sendto|recvfrom|sendmsg|recvmsg|mmap|mmap64|"
                 r"mprotect|shm_open|shmget|shmat|msgget|semget|mq_open|getenv|secure_getenv|environ|__environ|"
+                r"setenv|unsetenv|putenv|clearenv|"
                 r"program_invocation_name|program_invocation_short_name|__progname|__libc_argv|"
                 r"sigqueue|sigtimedwait|sigwaitinfo|sigwait|sigprocmask|pthread_sigmask|pthread_kill|"
                 r"sched_setaffinity|sched_getaffinity|setpriority|getpriority|prlimit|prlimit64|"
