@@ -209,7 +209,9 @@ def attack_private_public(b):
     body = source("h_private_public.cpp.in", b.params)
     edits = [PRIVATE_PUBLIC, {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n", "to": body}]
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (h)")
-    b.add("attack-private-public", files, {"lab01": "fail"},
+    # Refused at build since the rule lists every Recorder member (it calls Recorder::now); built without the
+    # rule, the witness relay still fails it.
+    b.add("attack-private-public", files, {"lab01": "build_error"},
           "(h) attack (c) with no forbidden symbol: the recorder's private fields written through `#define private "
           "public`; only the grader's witness relay, which carries every byte, sees the all_gather",
           without_symbol_rule={"lab01": "fail"})
@@ -236,9 +238,11 @@ def attack_group_of_one(b):
               "to": "  return m_cheat_sum(x, tp, label);\n"}]
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (m)")
     # every lab01 run goes through f or g, so none passes: check_verdicts reads that as "contained"
-    b.add("attack-group-of-one", files, {"lab01": ["fail", "contained"]},
+    # Refused at build (Recorder::now, see h); without the rule, the witness judge fails it.
+    b.add("attack-group-of-one", files, {"lab01": "build_error"},
           "(m) nothing crosses the tp group: the sum goes through a subgroup 'side', the tp all_reduce is forged, and "
-          "groups of ONE rank named 'tp' are made so that a judge keying sizes by name skips every tp call")
+          "groups of ONE rank named 'tp' are made so that a judge keying sizes by name skips every tp call",
+          without_symbol_rule={"lab01": ["fail", "contained"]})
 
 
 def attack_forge_f_g(b):
