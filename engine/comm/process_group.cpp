@@ -251,14 +251,27 @@ void ProcessGroup::guard_buffers(const Call& c, const WorkPtr& work, const std::
 }
 
 WorkPtr ProcessGroup::enqueue(Call call, Body body, const std::vector<Tensor>& read_buffers) {
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  call.seq = next_seq_;
-  throw_if_dead(call);
-  ++next_seq_;
-  auto work = std::make_shared<Work>(recorder_, call.id, call.async, where(call));
-  guard_buffers(call, work, read_buffers);
-  recorder_->issued(base_record(call));
-  worker_->submit([this, call = std::move(call), body = std::move(body), work] { run(call, body, work); });
+  WorkPtr work;
+  {
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    call.seq = next_seq_;
+    throw_if_dead(call);
+    ++next_seq_;
+    work = std::make_shared<Work>(recorder_, call.id, call.async, where(call));
+    guard_buffers(call, work, read_buffers);
+    recorder_->issued(base_record(call));
+    // A blocking call, with nothing queued before it, runs on the caller's thread (the caller waits for
+    // it anyway); the claim, taken under the issue lock, keeps later calls behind it, in issue order.
+    if (call.async || !worker_->claim_if_idle()) {
+      worker_->submit([this, call = std::move(call), body = std::move(body), work] { run(call, body, work); });
+      return work;
+    }
+  }
+  struct Release {
+    CommWorker& w;
+    ~Release() { w.release(); }
+  } release{*worker_};
+  run(call, body, work);
   return work;
 }
 

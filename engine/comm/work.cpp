@@ -111,17 +111,35 @@ void CommWorker::submit(std::function<void()> task) {
   cv_.notify_one();
 }
 
+bool CommWorker::claim_if_idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (busy_ || !queue_.empty()) return false;
+  busy_ = true;
+  return true;
+}
+
+void CommWorker::release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+}
+
 void CommWorker::loop() {
   for (;;) {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [this] { return !busy_ && (stop_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stop_ and drained
       task = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     task();
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
   }
 }
 
