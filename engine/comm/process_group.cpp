@@ -263,7 +263,8 @@ WorkPtr ProcessGroup::enqueue(Call call, Body body, const std::vector<Tensor>& r
     // A blocking call, with nothing queued before it, runs on the caller's thread (the caller waits for
     // it anyway); the claim, taken under the issue lock, keeps later calls behind it, in issue order.
     if (call.async || !worker_->claim_if_idle()) {
-      worker_->submit([this, call = std::move(call), body = std::move(body), work] { run(call, body, work); });
+      worker_->submit(
+          [this, call = std::move(call), body = std::move(body), work] { run(call, body, work); });
       return work;
     }
   }

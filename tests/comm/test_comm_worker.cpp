@@ -62,21 +62,24 @@ TEST_CASE("CommWorker: a claim is granted only while idle, and what is submitted
 TEST_CASE("protocol: a blocking call issued after an async one runs after it (issue order kept)") {
   GroupOptions o;
   o.timeout = 3000ms;
-  tpsp::testing::run_local_ranks(2, [](ProcessGroup& g) {
-    ProcessGroup* pg = &g;
-    Tensor a(Shape{256}), b(Shape{4});
-    for (int64_t i = 0; i < a.numel(); ++i) a.at(i) = static_cast<float>(pg->rank() + 1);
-    for (int64_t i = 0; i < b.numel(); ++i) b.at(i) = 10.0f * static_cast<float>(pg->rank() + 1);
-    WorkPtr first = pg->all_reduce_async(a);
-    pg->all_reduce(b);  // blocking, issued second
-    CHECK(first->is_completed());  // it ran before the blocking call returned
-    first->wait();
-    CHECK(a.at(0) == 3.0f);
-    CHECK(b.at(0) == 30.0f);
-    const auto records = pg->recorder().records();
-    REQUIRE(records.size() == 2);
-    CHECK(records[0].seq == 0);
-    CHECK(records[1].seq == 1);
-    CHECK(records[0].t_end <= records[1].t_start);
-  }, o);
+  tpsp::testing::run_local_ranks(
+      2,
+      [](ProcessGroup& g) {
+        ProcessGroup* pg = &g;
+        Tensor a(Shape{256}), b(Shape{4});
+        for (int64_t i = 0; i < a.numel(); ++i) a.at(i) = static_cast<float>(pg->rank() + 1);
+        for (int64_t i = 0; i < b.numel(); ++i) b.at(i) = 10.0f * static_cast<float>(pg->rank() + 1);
+        WorkPtr first = pg->all_reduce_async(a);
+        pg->all_reduce(b);             // blocking, issued second
+        CHECK(first->is_completed());  // it ran before the blocking call returned
+        first->wait();
+        CHECK(a.at(0) == 3.0f);
+        CHECK(b.at(0) == 30.0f);
+        const auto records = pg->recorder().records();
+        REQUIRE(records.size() == 2);
+        CHECK(records[0].seq == 0);
+        CHECK(records[1].seq == 1);
+        CHECK(records[0].t_end <= records[1].t_start);
+      },
+      o);
 }
