@@ -212,6 +212,10 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   set["TPSP_BACKEND"] = g_backend;
   if (!run::env_nonempty("OPENBLAS_NUM_THREADS"))
     set["OPENBLAS_NUM_THREADS"] = std::to_string(run::default_blas_threads(run::usable_cpus(), world));
+  // Every library's symbols bound once at the rank program's start, not again in each scenario's forked
+  // child (the program's own are, by -z now): 5 % of ./check --all --solution's wall (0.92–0.95, farm-bench,
+  // 3 pairs). Not for the CUDA build, whose libraries (cuBLAS, NCCL) hold far more symbols than a check uses.
+  if (g_device != "cuda" && !run::env_nonempty("LD_BIND_NOW")) set["LD_BIND_NOW"] = "1";
   WitnessRelay relay;
   if (!relay_log.empty()) {
     set["TPSP_RELAY_FD"] = "3";
