@@ -6,7 +6,8 @@
 // class of this interface. Shapes of the idea: PyTorch c10d's Backend under ProcessGroup.
 //
 // Contract:
-//  - Collectives are blocking and are called on the group's comm thread, one at a time, in the same
+//  - Collectives are blocking and are called one at a time (on the group's comm thread, or on the
+//    issuing thread for a blocking call with nothing queued before it), in the same
 //    order on every rank; `tag` is unique per call of the group (reuse only after 2^20 calls) and
 //    `timeout` bounds the call.
 //  - Point-to-point calls are posted from the caller's thread at once (c10d semantics: a send and a

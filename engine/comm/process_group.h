@@ -8,7 +8,8 @@
 //    sent or a sequence number is used;
 //  - numbers the group's collectives (#seq) and, with fingerprints on, first checks across the ranks
 //    that they all make the same call (CollectiveMismatchError naming both calls otherwise);
-//  - runs the group's calls in issue order on one comm thread, bounded by the group's timeout
+//  - runs the group's calls one at a time in issue order on one comm thread (a blocking call with nothing
+//    before it on the caller's thread: CommWorker::claim_if_idle), bounded by the group's timeout
 //    (CommTimeoutError naming rank, op, #seq, label and group), sleeping for the emulated link;
 //  - records every call (op, group, dim, dtype, shape, bytes, issue/start/end times, label, async,
 //    waited) in the Recorder, and marks an async call whose Work was never waited;
@@ -185,7 +186,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// The issue-time description of a call (options, time, record id).
   Call make_call(OpKind op, const Tensor* t, const Shape& shape, uint64_t tensor_bytes, const CallOpts& o,
                  bool async);
-  /// Queues a collective on the comm thread (raises CommError at once if the group is dead).
+  /// Queues a collective on the comm thread, or runs a blocking one with nothing queued before it on the
+  /// calling thread, returning its finished Work (raises CommError at once if the group is dead).
   WorkPtr enqueue(Call call, Body body, const std::vector<Tensor>& read_buffers);
   /// Runs one collective on the comm thread: fingerprint, body, link delay, record, error handling.
   void run(const Call& c, const Body& body, const WorkPtr& work);
