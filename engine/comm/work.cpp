@@ -92,7 +92,7 @@ void Work::on_wait(std::function<void()> check) {
   on_wait_ = std::move(check);
 }
 
-CommWorker::CommWorker() : thread_([this] { loop(); }) {}
+CommWorker::CommWorker() = default;
 
 CommWorker::~CommWorker() {
   {
@@ -100,13 +100,14 @@ CommWorker::~CommWorker() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void CommWorker::submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
   cv_.notify_one();
 }

@@ -74,8 +74,10 @@ class Work {
 using WorkPtr = std::shared_ptr<Work>;
 
 /// A thread running submitted tasks one at a time, in submission order (PyTorch c10d
-/// ProcessGroupGloo runs its work on worker threads the same way). The destructor runs what is
-/// still queued (each call is bounded by its timeout) and joins the thread.
+/// ProcessGroupGloo runs its work on worker threads the same way). The thread starts at the first
+/// submit(): a group whose calls all run on their callers' threads (claim_if_idle) never starts one
+/// (a check's scenario makes several groups per rank, each with two workers). The destructor runs
+/// what is still queued (each call is bounded by its timeout) and joins the thread.
 class CommWorker {
  public:
   CommWorker();
