@@ -189,7 +189,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// Queues a collective on the comm thread, or runs a blocking one with nothing queued before it on the
   /// calling thread, returning its finished Work (raises CommError at once if the group is dead).
   WorkPtr enqueue(Call call, Body body, const std::vector<Tensor>& read_buffers);
-  /// Runs one collective on the comm thread: fingerprint, body, link delay, record, error handling.
+  /// Runs one collective (on the comm thread, or on the caller's: enqueue): fingerprint, body, link delay,
+  /// record, error handling.
   void run(const Call& c, const Body& body, const WorkPtr& work);
   /// Posts a point-to-point call and queues its completion.
   WorkPtr post_p2p(Call c, const Tensor& t, int peer, bool is_send);
