@@ -7,10 +7,10 @@
 // add_ with alpha is fma(g, 1−β1, m·β1) (vec::fmadd), addcmul is fma((1−β2)·g, g, v·β2) (the
 // compiler fuses self + value·t1·t2), addcdiv is p + ((−step)·m)/denom. This reproduced torch 1.13's
 // AdamW(foreach=False) bit for bit on 5 runs of 1003 elements and up to 20 steps. The element loop
-// vectorises (8 lanes; a clone with FMA instructions; -fopenmp-simd for the pragma, -fno-math-errno
-// so that sqrt needs no errno branch). Vector sqrt and division are correctly rounded like the scalar
-// ones: the same IEEE operations in the same order, so the same bits (checked against the scalar loop
-// on 10⁶ elements × 20 steps, gradients from 1e-20 to 1e10).
+// vectorises (8 lanes; a variant with FMA instructions, chosen at run time; -fopenmp-simd for the pragma,
+// -fno-math-errno so that sqrt needs no errno branch). Vector sqrt and division are correctly rounded like
+// the scalar ones: the same IEEE operations in the same order, so the same bits (checked against the scalar
+// loop on 10⁶ elements × 20 steps, gradients from 1e-20 to 1e10).
 #include "engine/ops/adamw.h"
 
 #include <cmath>
@@ -28,9 +28,10 @@ struct StepScalars {
   float decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
 };
 
-/// One AdamW update of n elements: p, m, v in place from g.
-TPSP_VECTOR_CLONES_FMA void adamw_loop(float* __restrict p, float* __restrict m, float* __restrict v,
-                                       const float* __restrict g, int64_t n, StepScalars k) {
+/// One AdamW update of n elements: p, m, v in place from g. Inlined into the two variants below.
+[[gnu::always_inline]] inline void adamw_elements(float* __restrict p, float* __restrict m,
+                                                  float* __restrict v, const float* __restrict g, int64_t n,
+                                                  const StepScalars& k) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float pi = p[i] * k.decay;
@@ -41,6 +42,18 @@ TPSP_VECTOR_CLONES_FMA void adamw_loop(float* __restrict p, float* __restrict m,
     v[i] = vi;
     p[i] = pi + k.neg_step_size * mi / denom;
   }
+}
+
+/// The loop for CPUs with AVX2 and FMA (std::fma is one vfmadd; vector_clones.h).
+TPSP_TARGET_AVX2_FMA void adamw_loop_avx2_fma(float* __restrict p, float* __restrict m, float* __restrict v,
+                                              const float* __restrict g, int64_t n, StepScalars k) {
+  adamw_elements(p, m, v, g, n, k);
+}
+
+/// The loop for any x86-64 (std::fma is a call to libm's fmaf) and other architectures.
+void adamw_loop_baseline(float* __restrict p, float* __restrict m, float* __restrict v,
+                         const float* __restrict g, int64_t n, StepScalars k) {
+  adamw_elements(p, m, v, g, n, k);
 }
 
 }  // namespace
@@ -63,8 +76,11 @@ void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t,
   const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   const float eps = cfg.eps;
   TPSP_CHECK(param.data() != grad.data(), "adamw_step: grad must not share the parameter's storage");
-  adamw_loop(param.data(), state.m.data(), state.v.data(), grad.data(), param.numel(),
-             {decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps});
+  const StepScalars k{decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps};
+  if (cpu_has_avx2_fma())
+    adamw_loop_avx2_fma(param.data(), state.m.data(), state.v.data(), grad.data(), param.numel(), k);
+  else
+    adamw_loop_baseline(param.data(), state.m.data(), state.v.data(), grad.data(), param.numel(), k);
 }
 
 }  // namespace tpsp::ops::cpu
