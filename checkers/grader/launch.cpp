@@ -289,15 +289,9 @@ std::vector<std::string> dirs_of(const std::vector<const PlannedRun*>& runs) {
 int launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& runs, uint64_t seed,
                 double budget, const std::string& scratch) {
   const PlannedRun& first = *runs.front();
-  std::vector<std::string> argv{bin,
-                                "--tp",
-                                std::to_string(first.layout.tp),
-                                "--sp",
-                                first.sp ? "1" : "0",
-                                "--seed",
-                                std::to_string(seed)};
-  for (const PlannedRun* r : runs) {
-    argv.insert(argv.end(), {"--scenario", r->sc->id(), "--out", r->dir});
+  std::vector<std::string> argv{bin, "--tp", std::to_string(first.layout.tp), "--seed", std::to_string(seed)};
+  for (const PlannedRun* r : runs) {  // SP per scenario: one launch serves a layout's runs with and without
+    argv.insert(argv.end(), {"--scenario", r->sc->id(), "--sp", r->sp ? "1" : "0", "--out", r->dir});
   }
   const std::optional<run::Confinement> confine = next_confinement();
   const int world = first.layout.world();

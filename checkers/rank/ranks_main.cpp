@@ -1,7 +1,8 @@
 // tpsp-lab-ranks[-labNN]: runs checker scenarios on one rank and dumps what each produced. Started
 // by ./check (tpsp-check) through the launcher; links the learner's files (or, for tpsp-lab-ranks,
 // the engine's own solution). World = dp × tp ranks (--tp; TP ranks contiguous). `--scenario ID
-// --out DIR` may be repeated (pairwise): the scenarios then run one after the other, each in a child
+// --out DIR` may be repeated (pairwise, with one --sp per scenario or one for all): the scenarios then
+// run one after the other, each in a child
 // forked from this process before any learner code ran (a batch: ./check saves an exec and the
 // libraries' start per scenario, and each scenario still starts from a fresh process's state). Under
 // each DIR/rank<w>/:
@@ -207,12 +208,15 @@ int main(int argc, char** argv) {
   checkers::report_where_on_sigterm();  // before any thread starts
   CLI::App app{"tpsp-lab-ranks: one rank of checker scenarios (started by ./check through tpsp-run)"};
   std::vector<std::string> ids, out_dirs;
-  bool sp = false, list = false;
+  std::vector<int> sps;  // per scenario, or one for all
+  bool list = false;
   int tp_size = 0;
   uint64_t seed = 0;
   app.add_option("--scenario", ids, "labNN/name (repeat it, with --out, to run several in turn)");
   app.add_option("--tp", tp_size, "tensor-parallel size (default: the world size)");
-  app.add_option("--sp", sp, "sequence parallelism (0 or 1)");
+  app.add_option("--sp", sps,
+                 "sequence parallelism, 0 or 1 (once for every scenario, or once per --scenario)")
+      ->check(CLI::IsMember({0, 1}));
   app.add_option("--seed", seed, "seed of the inputs");
   app.add_option("--out", out_dirs, "dump directory (one per --scenario, in the same order)");
   app.add_flag("--list", list, "print the scenario ids this program can run, then exit");
@@ -240,7 +244,15 @@ int main(int argc, char** argv) {
                  ids.size(), out_dirs.size());
     return 2;
   }
-  if (ids.size() == 1) return run_alone(ids[0], out_dirs[0], tp_size, sp, seed);
+  if (sps.size() > 1 && sps.size() != ids.size()) {
+    std::fprintf(
+        stderr,
+        "tpsp-lab-ranks: give one --sp for all, or one per --scenario (got %zu --sp, %zu --scenario)\n",
+        sps.size(), ids.size());
+    return 2;
+  }
+  auto sp_of = [&sps](std::size_t i) { return !sps.empty() && sps[sps.size() == 1 ? 0 : i] != 0; };
+  if (ids.size() == 1) return run_alone(ids[0], out_dirs[0], tp_size, sp_of(0), seed);
   // A batch: each scenario in a child forked from this process, which has run no learner code (only
   // the static initializers any fresh process runs), so every scenario starts from the state of a
   // fresh process, as when it runs alone — learner code that behaves differently on its first call
@@ -259,7 +271,7 @@ int main(int argc, char** argv) {
     if (pid < 0) return 1;
     if (pid == 0) {
       if (!sub.empty()) ::setenv("TPSP_STORE_DIR", sub.c_str(), 1);
-      std::exit(run_alone(ids[i], out_dirs[i], tp_size, sp, seed));
+      std::exit(run_alone(ids[i], out_dirs[i], tp_size, sp_of(i), seed));
     }
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
