@@ -38,6 +38,7 @@ using tpsp::bench::median;
 struct Config {
   int tp = 1;
   bool sp = false;
+  bool overlap = false;  // --tp-comm-overlap: every linear layer's collectives behind its GEMMs (lab04)
   tpsp::GPTConfig gpt{.vocab = 8192, .seq = 512, .hidden = 512, .heads = 8, .layers = 2};
   int64_t batch = 1;
   int steps = 10, warmup = 2, span_steps = 3;
@@ -136,8 +137,9 @@ int run_rank(const Config& c) {
   TPSP_CHECK(world->size() == c.tp, "bench_gpt_step: world size ", world->size(), " != --tp ", c.tp);
   tpsp::ParallelState ps(world, c.tp);
   tpsp::comm::ProcessGroup& tp = ps.tp();
-  tpsp::model::ParallelGPT gpt(c.gpt, c.seed, ps,
-                               {.sequence_parallel = c.sp, .check_replicated_inputs = false});
+  tpsp::model::ParallelGPT gpt(
+      c.gpt, c.seed, ps,
+      {.sequence_parallel = c.sp, .check_replicated_inputs = false, .tp_comm_overlap = c.overlap});
   const std::vector<tpsp::model::MicroBatch> batch{
       {random_tokens(c.batch, c.gpt.seq, c.gpt.vocab, c.seed),
        random_tokens(c.batch, c.gpt.seq, c.gpt.vocab, c.seed + 1)}};
@@ -199,6 +201,8 @@ int main(int argc, char** argv) {
       "step time and the step's GEMMs timed alone"};
   app.add_option("--tp", c.tp, "tensor-parallel size (ranks to fork)")->check(CLI::Range(1, 64));
   app.add_flag("--sp", c.sp, "sequence parallelism");
+  app.add_flag("--tp-comm-overlap", c.overlap,
+               "overlap each linear layer's collectives with its GEMMs (Megatron's tp_comm_overlap, lab04)");
   app.add_option("--layers", c.gpt.layers, "transformer layers")->check(CLI::PositiveNumber);
   app.add_option("--hidden", c.gpt.hidden, "hidden size h")->check(CLI::PositiveNumber);
   app.add_option("--heads", c.gpt.heads, "attention heads")->check(CLI::PositiveNumber);

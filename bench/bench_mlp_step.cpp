@@ -41,6 +41,7 @@ using tpsp::tensor_parallel::RowParallelLinear;
 struct Config {
   int tp = 1;
   bool sp = false;
+  bool overlap = false;  // --tp-comm-overlap: both layers' collectives behind their GEMMs (lab04)
   int64_t seq = 512, batch = 1, hidden = 1024, ffn = 0;  // ffn 0: 4·hidden
   int steps = 10, warmup = 2, span_steps = 3;
   bool gemm = true;  // time the GEMMs alone too
@@ -84,8 +85,11 @@ struct RankMLP {
 
   RankMLP(const Config& c, int64_t f, int rank)
       : p(Shards::make(c, f, rank)),
-        fc1(p.w1, p.b1, p.dw1, p.db1, {.gather_output = false, .sequence_parallel = c.sp}, "mlp.linear_fc1"),
-        fc2(p.w2, p.b2, p.dw2, p.db2, {.input_is_parallel = true, .sequence_parallel = c.sp},
+        fc1(p.w1, p.b1, p.dw1, p.db1,
+            {.gather_output = false, .sequence_parallel = c.sp, .tp_comm_overlap = c.overlap},
+            "mlp.linear_fc1"),
+        fc2(p.w2, p.b2, p.dw2, p.db2,
+            {.input_is_parallel = true, .sequence_parallel = c.sp, .tp_comm_overlap = c.overlap},
             "mlp.linear_fc2") {}
 
   /// Forward and backward of one step. x: [s, b, h] or [s/tp, b, h] (SP); dy shaped like the output
@@ -183,6 +187,8 @@ int main(int argc, char** argv) {
       "fp32, on the engine's layers; prints step time and the same GEMMs timed alone"};
   app.add_option("--tp", c.tp, "tensor-parallel size (ranks to fork)")->check(CLI::Range(1, 64));
   app.add_flag("--sp", c.sp, "sequence parallelism");
+  app.add_flag("--tp-comm-overlap", c.overlap,
+               "overlap each linear layer's collectives with its GEMMs (Megatron's tp_comm_overlap, lab04)");
   app.add_option("--seq", c.seq, "sequence length s")->check(CLI::PositiveNumber);
   app.add_option("--batch", c.batch, "micro-batch size b")->check(CLI::PositiveNumber);
   app.add_option("--hidden", c.hidden, "hidden size h")->check(CLI::PositiveNumber);
