@@ -94,7 +94,7 @@ AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
         for (int64_t j = 0; j < s; ++j) {
           const bool visible = j0 <= j && j <= i && (!key_ok || key_ok[j] != 0.f);
           row[j] = visible ? row[j] : neg_inf;
-          mx = std::fmax(mx, row[j]);
+          mx = row[j] > mx ? row[j] : mx;  // std::fmax without its libm call: mx is never NaN
         }
         if (mx == neg_inf) {  // no visible key: a zero row (and a zero output)
           for (int64_t j = 0; j < s; ++j) row[j] = 0.f;

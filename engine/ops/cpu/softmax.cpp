@@ -20,7 +20,8 @@ Tensor softmax_forward(const Tensor& x) {
     const float* px = x.data() + r * n;
     float* py = y.data() + r * n;
     float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) mx = std::fmax(mx, px[j]);
+    for (int64_t j = 0; j < n; ++j)
+      mx = px[j] > mx ? px[j] : mx;  // std::fmax (a NaN is skipped) without a libm call
     if (mx == -std::numeric_limits<float>::infinity()) continue;  // all −inf: a zero row
     for (int64_t j = 0; j < n; ++j) py[j] = px[j];
     exp_shifted(py, n, mx);
