@@ -376,21 +376,29 @@ int interrupted(const std::string& work) {
   return 130;
 }
 
-/// Runs `plan` in batches of the runs that share a layout, with and without SP (launch_runs, under
-/// WORK/batch-<lab>-dp<d>-tp<t>/) and returns, per run, whether its batch ended ok on every rank (its
+/// Runs `plan` in batches of the runs that share a layout (launch_runs, under
+/// WORK/batch-<lab>-dp<d>-tp<t>[-sp<s>]/) and returns, per run, whether its batch ended ok on every rank (its
 /// dumps are then there to grade). A batch of one is left to be run on its own. Stops early after a
 /// Ctrl-C (g_interrupted).
+/// SP on and off share a launch, except when launches are confined (./grade): the ranks of one launch
+/// share their uids, so a scenario's SP run could read the same scenario's non-SP dumps, whose shards
+/// are its answer (tests/grade/class/ATTACKS.md (e)).
 std::vector<bool> run_batches(const std::string& lab, const std::string& bin,
-                              const std::vector<PlannedRun>& plan, uint64_t seed, const std::string& work) {
-  std::map<std::pair<int, int>, std::vector<std::size_t>> batches;
-  for (std::size_t i = 0; i < plan.size(); ++i) batches[{plan[i].layout.dp, plan[i].layout.tp}].push_back(i);
+                              const std::vector<PlannedRun>& plan, uint64_t seed, const std::string& work,
+                              bool confined) {
+  std::map<std::tuple<int, int, int>, std::vector<std::size_t>> batches;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const int sp_key = confined ? (plan[i].sp ? 1 : 0) : -1;  // -1: one batch for both
+    batches[{plan[i].layout.dp, plan[i].layout.tp, sp_key}].push_back(i);
+  }
   std::vector<bool> ok(plan.size(), false);
   for (const auto& [key, members] : batches) {
     if (members.size() < 2 || g_interrupted) continue;
     std::vector<const PlannedRun*> runs;
     for (std::size_t i : members) runs.push_back(&plan[i]);
-    const auto& [dp, tp] = key;
-    const std::string scratch = fmt::format("{}/batch-{}-dp{}-tp{}", work, lab, dp, tp);
+    const auto& [dp, tp, sp_key] = key;
+    const std::string scratch = fmt::format("{}/batch-{}-dp{}-tp{}{}", work, lab, dp, tp,
+                                            sp_key < 0 ? "" : fmt::format("-sp{}", sp_key));
     fs::create_directories(scratch);
     if (launch_runs(bin, runs, seed, batch_budget(runs), scratch) == 0)
       for (std::size_t i : members) ok[i] = true;
@@ -520,13 +528,14 @@ int main(int argc, char** argv) {
       report.lab_note(
           fmt::format("on the host under --device {} (host code by design): {}", o.device, on_host));
     for (const PlannedRun& r : plan) fs::create_directories(r.dir);
-    // First the runs that share a layout (SP on or off), in one launch each (an exec and the
-    // libraries' start per run saved; each scenario runs in a fresh forked child). Only a batch whose every
-    // rank ended ok counts, and only for its runs that then pass: every other run is run again on its own
-    // below, so a verdict against a learner's code, and what it prints, always come from a run of that
-    // scenario alone. --timeout sets one run's budget, so with it every run is on its own.
-    const std::vector<bool> batched =
-        o.timeout > 0 ? std::vector<bool>(plan.size(), false) : run_batches(lab, bin, plan, o.seed, work);
+    // First the runs that share a layout (SP on or off; confined: each SP setting apart), in one launch each
+    // (an exec and the libraries' start per run saved; each scenario runs in a fresh forked child). Only a
+    // batch whose every rank ended ok counts, and only for its runs that then pass: every other run is run
+    // again on its own below, so a verdict against a learner's code, and what it prints, always come from a
+    // run of that scenario alone. --timeout sets one run's budget, so with it every run is on its own.
+    const std::vector<bool> batched = o.timeout > 0
+                                          ? std::vector<bool>(plan.size(), false)
+                                          : run_batches(lab, bin, plan, o.seed, work, o.confine_uid >= 0);
     if (g_interrupted) return interrupted(work);
     for (std::size_t i = 0; i < plan.size(); ++i) {
       if (g_interrupted) return interrupted(work);  // Ctrl-C while the previous run was graded

@@ -64,7 +64,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const run::Confinement* confine = nullptr, const std::string& relay_log = "",
               const std::vector<std::string>& run_dirs = {});
 
-/// Runs `runs` (one or more, all in the same layout with the same SP setting) in ONE launch of the
+/// Runs `runs` (one or more, all in the same layout; each with its own SP setting) in ONE launch of the
 /// rank program `bin`: each rank runs the scenarios in turn, each in a child forked before any learner
 /// code ran (a fresh process's state), each dumping under its run's dir (`--scenario ID --out DIR` repeated),
 /// and stops at the first one that is not ok. The launcher's budget is `budget` seconds; the rendezvous

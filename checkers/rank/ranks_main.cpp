@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   checkers::report_where_on_sigterm();  // before any thread starts
   CLI::App app{"tpsp-lab-ranks: one rank of checker scenarios (started by ./check through tpsp-run)"};
   std::vector<std::string> ids, out_dirs;
-  std::vector<int> sps;  // per scenario, or one for all
+  std::vector<std::string> sps;  // "0" or "1": per scenario, or one for all
   bool list = false;
   int tp_size = 0;
   uint64_t seed = 0;
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
   app.add_option("--tp", tp_size, "tensor-parallel size (default: the world size)");
   app.add_option("--sp", sps,
                  "sequence parallelism, 0 or 1 (once for every scenario, or once per --scenario)")
-      ->check(CLI::IsMember({0, 1}));
+      ->check(CLI::IsMember({"0", "1"}));
   app.add_option("--seed", seed, "seed of the inputs");
   app.add_option("--out", out_dirs, "dump directory (one per --scenario, in the same order)");
   app.add_flag("--list", list, "print the scenario ids this program can run, then exit");
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
         sps.size(), ids.size());
     return 2;
   }
-  auto sp_of = [&sps](std::size_t i) { return !sps.empty() && sps[sps.size() == 1 ? 0 : i] != 0; };
+  auto sp_of = [&sps](std::size_t i) { return !sps.empty() && sps[sps.size() == 1 ? 0 : i] == "1"; };
   if (ids.size() == 1) return run_alone(ids[0], out_dirs[0], tp_size, sp_of(0), seed);
   // A batch: each scenario in a child forked from this process, which has run no learner code (only
   // the static initializers any fresh process runs), so every scenario starts from the state of a
