@@ -133,6 +133,9 @@ class SymbolRuleTest(unittest.TestCase):
             "writes the communication record": '#include "engine/comm/recorder.h"\n'
                                                "void f(tpsp::comm::Recorder& r) { r.set_enabled(false); }\n",
             "opens files": "#include <fstream>\nint f() { std::ifstream in(\"/x\"); return in.good(); }\n",
+            "reads files through the engine's data loader":
+                '#include "engine/train/data.h"\n'
+                'long f() { tpsp::train::ByteDataset d("/proc/self/cmdline"); return long(d.size()); }\n',
             "starts or controls processes": "#include <unistd.h>\nint f() { return fork(); }\n",
             "reaches outside": "#include <cstdlib>\nconst char* f() { return std::getenv(\"X\"); }\n",
             "makes raw system calls": "long f() { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); return r; }\n",

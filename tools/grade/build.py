@@ -46,6 +46,9 @@ FORBIDDEN_SYMBOLS = [
      "installs or reaches a device's storage, ops or clock (the run's device is the grader's choice)"),
     (re.compile(r"tpsp::checkers::|tpsp::io::|write_chrome_trace"),
      "calls the rank program's own code (the scenarios, the dumps, result files)"),
+    # The training data loader opens any path it is given and returns its bytes (found by an attack,
+    # 2026-12-02: ByteDataset on a sibling run's dump, whose path /proc/self/cmdline names).
+    (re.compile(r"tpsp::train::"), "reads files through the engine's data loader (a lab's code reads only tensors)"),
     (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|\bstd::filesystem::|"
                 r"^(fopen|fopen64|freopen|freopen64|fdopen|open|open64|openat|openat64|__open_2|__open64_2|"
                 r"__openat_2|creat|creat64|opendir|fdopendir|readlink|readlinkat|unlink|unlinkat|rename|renameat|"
