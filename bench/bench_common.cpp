@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "engine/comm/env.h"
-#include "engine/trace.h"
+#include "engine/trace/span.h"
 
 // OpenBLAS's own thread control (not in cblas.h); the symbols come from BLAS::BLAS (Debian's
 // libblas.so.3 is OpenBLAS).
@@ -110,7 +110,7 @@ Timings time_alternating(comm::ProcessGroup& pg, int warmup, int steps, const st
 
 void write_trace(comm::ProcessGroup& pg, const std::string& dir, const std::string& mode,
                  const std::function<void()>& fn) {
-  comm::Recorder& rec = pg.recorder();
+  trace::Recorder& rec = pg.recorder();
   pg.barrier();
   rec.clear();
   rec.set_enabled(true);
@@ -136,10 +136,10 @@ std::map<std::string, std::vector<double>> span_seconds(comm::ProcessGroup& pg, 
     const double wall = timed(pg, step);
     for (const std::string& n : names) out[n].push_back(0.0);
     out["step"].push_back(wall);
-    for (const comm::ComputeRecord& r : pg.recorder().compute_records())
+    for (const trace::ComputeRecord& r : pg.recorder().compute_records())
       if (auto it = out.find(r.name); it != out.end()) it->second.back() += r.t_end - r.t_start;
     if (auto it = out.find("comm"); it != out.end())
-      for (const comm::CommRecord& r : pg.recorder().records())
+      for (const trace::CommRecord& r : pg.recorder().records())
         if (r.op != comm::OpKind::barrier) it->second.back() += r.t_end - r.t_issue;  // not timed()'s own
   }
   trace::install(nullptr);

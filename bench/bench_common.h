@@ -48,7 +48,7 @@ struct Timings {
 Timings time_alternating(comm::ProcessGroup& pg, int warmup, int steps, const std::function<void()>& step,
                          const std::function<void()>& gemm);
 
-/// Runs `step` `steps` times with compute spans on (engine/trace.h: the group's recorder enabled and
+/// Runs `step` `steps` times with compute spans on (engine/trace/span.h: the group's recorder enabled and
 /// installed, then off again) and returns, per span name in `names` ("gemm", "attention"), the seconds
 /// of that name's spans summed within each step, max over ranks. The name "comm" sums the collectives'
 /// recorded time from issue to completion (t_end − t_issue: for the blocking calls of a step, the time

@@ -9,7 +9,7 @@
 // linear_proj, linear_fc1, linear_fc2, the six attention products per (batch row, local head)
 // (S = Q·Kᵀ, O = P·V; dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q, on contiguous [s, d] blocks), and the
 // output layer's three — so gemm_frac = GEMM time / step time. Then a few steps with compute spans on
-// (engine/trace.h): span_gemm_s (the linear GEMMs inside the step) and span_attention_s (attention,
+// (engine/trace/span.h): span_gemm_s (the linear GEMMs inside the step) and span_attention_s (attention,
 // forward and backward, GEMMs and softmax together) and span_comm_s (time in collectives).
 //
 // Ranks are forked (one per TP rank, one OpenBLAS thread each); fingerprints and the recorder are off
@@ -154,7 +154,7 @@ int run_rank(const Config& c) {
   };
   const tpsp::bench::Timings t = tpsp::bench::time_alternating(
       tp, c.warmup, c.steps, step, c.gemm ? std::function<void()>([&] { gemms.run(); }) : nullptr);
-  // GEMM and attention time inside the step, from the compute spans (engine/trace.h).
+  // GEMM and attention time inside the step, from the compute spans (engine/trace/span.h).
   const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm", "attention", "comm"});
   if (!c.trace_dir.empty()) tpsp::bench::write_trace(tp, c.trace_dir, "step", step);
 

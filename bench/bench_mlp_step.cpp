@@ -8,7 +8,7 @@
 // Timed in the same run, alternating with the steps: the GEMMs alone — the six matmul calls of the
 // step (forward, dgrad and wgrad of both linears) with the same shapes through engine/ops/matmul.h —
 // so "gemm_frac" = GEMM time / step time says how much of the step is anything but GEMMs.
-// Then a few more steps with compute spans on (engine/trace.h): span_gemm_s is the GEMM time measured
+// Then a few more steps with compute spans on (engine/trace/span.h): span_gemm_s is the GEMM time measured
 // inside the step, to compare with gemm_s measured alone; span_comm_s the time spent in collectives.
 //
 // Ranks are forked (one per TP rank, one OpenBLAS thread each); fingerprints and the recorder are
@@ -143,7 +143,7 @@ int run_rank(const Config& c) {
   const auto step = [&] { mlp.step(x, dy, tp); };
   const tpsp::bench::Timings t = tpsp::bench::time_alternating(
       tp, c.warmup, c.steps, step, c.gemm ? std::function<void()>([&] { g.run(mlp); }) : nullptr);
-  // GEMM time inside the step, from the compute spans the ops record (engine/trace.h).
+  // GEMM time inside the step, from the compute spans the ops record (engine/trace/span.h).
   const auto spans = tpsp::bench::span_seconds(tp, c.span_steps, step, {"gemm", "comm"});
 
   if (r == 0) {

@@ -18,7 +18,7 @@
 #include "engine/error.h"
 #include "engine/random/init.h"
 #include "engine/tensor_parallel/layers.h"
-#include "engine/trace.h"
+#include "engine/trace/span.h"
 
 namespace {
 

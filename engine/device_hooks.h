@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "engine/tensor.h"
+#include "engine/device.h"
 
 namespace tpsp {
 
@@ -33,7 +33,7 @@ struct DeviceHooks {
   /// dst[i] = src[i] converted from src_dt to dst_dt (f32 ↔ bf16), n elements, both on the device.
   void (*convert)(void* dst, DType dst_dt, const void* src, DType src_dt, std::size_t n) = nullptr;
 
-  // Optional: the device's own clock, for compute spans (engine/trace.h) of work that the host only
+  // Optional: the device's own clock, for compute spans (engine/trace/span.h) of work that the host only
   // queues (CUDA events). Without them, spans of device ops use the host clock.
   /// A marker recorded now in the device's queue (a CUDA event); its time is when the device reaches it.
   void* (*event_record)() = nullptr;

@@ -1,5 +1,5 @@
-// The emulated device (emulated_device.h): host-memory storage hooks, and DeviceOps that run each op
-// on CPU copies of its tensors.
+// The emulated device (emulated_device.h): host-memory storage hooks, and DeviceOps that wrap the
+// CPU's (ops::cpu_ops()) with copies of each op's tensors to the host and its results back.
 #include "engine/emulated_device.h"
 
 #include <atomic>
@@ -12,7 +12,6 @@
 #include "engine/bf16.h"
 #include "engine/device_hooks.h"
 #include "engine/error.h"
-#include "engine/ops/cpu/ops.h"
 #include "engine/ops/device_ops.h"
 #include "engine/ops/ops.h"
 
@@ -91,14 +90,44 @@ void event_release(void* e) noexcept {
   delete static_cast<std::chrono::steady_clock::time_point*>(e);
 }
 
-/// A device tensor's f32 copy on the CPU (undefined stays undefined).
+/// A device tensor's f32 copy on the CPU; every other argument passes as it is.
 Tensor host(const Tensor& t) {
   return t.defined() ? t.to(Device::cpu).to(DType::f32) : t;
 }
-/// A CPU result on the device.
+ops::AttentionOptions host(const ops::AttentionOptions& opt) {
+  ops::AttentionOptions o = opt;
+  o.key_padding_mask = host(opt.key_padding_mask);
+  return o;
+}
+template <class T>
+const T& host(const T& arg) {
+  return arg;
+}
+
+/// A CPU result on the device (each tensor of a result struct).
 Tensor dev(const Tensor& t) {
   return t.defined() ? t.to(Device::cuda) : t;
 }
+ops::MatmulGrads dev(const ops::MatmulGrads& g) {
+  return {dev(g.dx), dev(g.dw)};
+}
+ops::LayerNormOut dev(const ops::LayerNormOut& o) {
+  return {dev(o.y), dev(o.mean), dev(o.rstd)};
+}
+ops::LayerNormGrads dev(const ops::LayerNormGrads& g) {
+  return {dev(g.dx), dev(g.dgamma), dev(g.dbeta)};
+}
+ops::RMSNormOut dev(const ops::RMSNormOut& o) {
+  return {dev(o.y), dev(o.rstd)};
+}
+ops::AttentionOut dev(const ops::AttentionOut& o) {
+  return {dev(o.out), dev(o.probs)};
+}
+ops::CrossEntropyOut dev(ops::CrossEntropyOut o) {
+  o.losses = dev(o.losses);
+  return o;
+}
+
 /// Runs f on a CPU copy of the device tensor t and writes the copy back.
 template <class F>
 void in_place(Tensor& t, F&& f) {
@@ -107,118 +136,118 @@ void in_place(Tensor& t, F&& f) {
   t.copy_from(h);
 }
 
-/// Every op: inputs to the CPU, the CPU's implementation (engine/ops/cpu: not the public op, so a device
-/// op is one compute span, as on a GPU), results back. Values are the CPU's bit for bit.
+/// Every op: the CPU's ops (engine/ops/cpu, behind the same DeviceOps interface; not the public op,
+/// so a device op is one compute span, as on a GPU) on host copies of the inputs, the results back on
+/// the device. Values are the CPU's bit for bit.
 class EmulatedOps final : public ops::DeviceOps {
  public:
   Tensor matmul_forward(const Tensor& x, const Tensor& w) override {
-    return dev(ops::cpu::matmul_forward(host(x), host(w)));
+    return run(&DeviceOps::matmul_forward, x, w);
   }
   Tensor matmul_dgrad(const Tensor& dy, const Tensor& w) override {
-    return dev(ops::cpu::matmul_dgrad(host(dy), host(w)));
+    return run(&DeviceOps::matmul_dgrad, dy, w);
   }
   void matmul_wgrad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
-    in_place(dw, [&](Tensor& h) { ops::cpu::matmul_wgrad(host(dy), host(x), h); });
+    in_place(dw, [&](Tensor& h) { cpu_.matmul_wgrad(host(dy), host(x), h); });
   }
   ops::MatmulGrads matmul_backward(const Tensor& dy, const Tensor& x, const Tensor& w, bool need_dx,
                                    bool need_dw) override {
-    ops::MatmulGrads g = ops::cpu::matmul_backward(host(dy), host(x), host(w), need_dx, need_dw);
-    return {dev(g.dx), dev(g.dw)};
+    return run(&DeviceOps::matmul_backward, dy, x, w, need_dx, need_dw);
   }
   void bias_add_forward(Tensor& y, const Tensor& b) override {
-    in_place(y, [&](Tensor& h) { ops::cpu::bias_add_forward(h, host(b)); });
+    in_place(y, [&](Tensor& h) { cpu_.bias_add_forward(h, host(b)); });
   }
-  Tensor bias_add_backward(const Tensor& dy) override { return dev(ops::cpu::bias_add_backward(host(dy))); }
+  Tensor bias_add_backward(const Tensor& dy) override { return run(&DeviceOps::bias_add_backward, dy); }
 
-  Tensor add(const Tensor& a, const Tensor& b) override { return dev(ops::cpu::add(host(a), host(b))); }
+  Tensor add(const Tensor& a, const Tensor& b) override { return run(&DeviceOps::add, a, b); }
   void add_(Tensor& a, const Tensor& b) override {
-    in_place(a, [&](Tensor& h) { ops::cpu::add_(h, host(b)); });
+    in_place(a, [&](Tensor& h) { cpu_.add_(h, host(b)); });
   }
   void scale_(Tensor& a, float s) override {
-    in_place(a, [&](Tensor& h) { ops::cpu::scale_(h, s); });
+    in_place(a, [&](Tensor& h) { cpu_.scale_(h, s); });
   }
-  Tensor gelu_forward(const Tensor& x) override { return dev(ops::cpu::gelu_forward(host(x))); }
+  Tensor gelu_forward(const Tensor& x) override { return run(&DeviceOps::gelu_forward, x); }
   Tensor gelu_backward(const Tensor& dy, const Tensor& x) override {
-    return dev(ops::cpu::gelu_backward(host(dy), host(x)));
+    return run(&DeviceOps::gelu_backward, dy, x);
   }
 
   ops::LayerNormOut layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       float eps) override {
-    ops::LayerNormOut o = ops::cpu::layernorm_forward(host(x), host(gamma), host(beta), eps);
-    return {dev(o.y), dev(o.mean), dev(o.rstd)};
+    return run(&DeviceOps::layernorm_forward, x, gamma, beta, eps);
   }
   ops::LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                          const Tensor& mean, const Tensor& rstd) override {
-    ops::LayerNormGrads g =
-        ops::cpu::layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd));
-    return {dev(g.dx), dev(g.dgamma), dev(g.dbeta)};
+    return run(&DeviceOps::layernorm_backward, dy, x, gamma, mean, rstd);
+  }
+  ops::RMSNormOut rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps) override {
+    return run(&DeviceOps::rmsnorm_forward, x, weight, eps);
+  }
+  Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                          Tensor& dweight) override {
+    Tensor dx;
+    in_place(dweight,
+             [&](Tensor& h) { dx = cpu_.rmsnorm_backward(host(dy), host(x), host(weight), host(rstd), h); });
+    return dev(dx);
   }
 
-  Tensor softmax_forward(const Tensor& x) override { return dev(ops::cpu::softmax_forward(host(x))); }
+  Tensor softmax_forward(const Tensor& x) override { return run(&DeviceOps::softmax_forward, x); }
   Tensor softmax_backward(const Tensor& dy, const Tensor& y) override {
-    return dev(ops::cpu::softmax_backward(host(dy), host(y)));
+    return run(&DeviceOps::softmax_backward, dy, y);
   }
 
   ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptions& opt) override {
-    ops::AttentionOut o = ops::cpu::attention_forward(host(qkv), host_options(opt));
-    return {dev(o.out), dev(o.probs)};
+    return run(&DeviceOps::attention_forward, qkv, opt);
   }
   Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                             const ops::AttentionOptions& opt) override {
-    return dev(ops::cpu::attention_backward(host(dout), host(qkv), host(probs), host_options(opt)));
+    return run(&DeviceOps::attention_backward, dout, qkv, probs, opt);
   }
 
   Tensor embedding_forward(const TokenBatch& ids, const Tensor& wte, int64_t vocab_start) override {
-    return dev(ops::cpu::embedding_forward(ids, host(wte), vocab_start));
+    return run(&DeviceOps::embedding_forward, ids, wte, vocab_start);
   }
   Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local,
                             int64_t vocab_start) override {
-    return dev(ops::cpu::embedding_backward(host(dout), ids, vocab_local, vocab_start));
+    return run(&DeviceOps::embedding_backward, dout, ids, vocab_local, vocab_start);
   }
   void position_embedding_add(Tensor& x, const Tensor& wpe, int64_t seq_start) override {
-    in_place(x, [&](Tensor& h) { ops::cpu::position_embedding_add(h, host(wpe), seq_start); });
+    in_place(x, [&](Tensor& h) { cpu_.position_embedding_add(h, host(wpe), seq_start); });
   }
   Tensor position_embedding_backward(const Tensor& dx, int64_t max_seq, int64_t seq_start) override {
-    return dev(ops::cpu::position_embedding_backward(host(dx), max_seq, seq_start));
+    return run(&DeviceOps::position_embedding_backward, dx, max_seq, seq_start);
   }
 
   ops::CrossEntropyOut cross_entropy_forward(const Tensor& logits, const std::vector<int64_t>& targets,
                                              float label_smoothing) override {
-    ops::CrossEntropyOut o = ops::cpu::cross_entropy_forward(host(logits), targets, label_smoothing);
-    o.losses = dev(o.losses);
-    return o;
+    return run(&DeviceOps::cross_entropy_forward, logits, targets, label_smoothing);
   }
   Tensor cross_entropy_backward(const Tensor& logits, const std::vector<int64_t>& targets, float dloss,
                                 float label_smoothing) override {
-    return dev(ops::cpu::cross_entropy_backward(host(logits), targets, dloss, label_smoothing));
+    return run(&DeviceOps::cross_entropy_backward, logits, targets, dloss, label_smoothing);
   }
 
   Tensor dropout_forward(const Tensor& x, float p, const ops::DropoutKey& key) override {
-    return dev(ops::cpu::dropout_forward(host(x), p, key));
+    return run(&DeviceOps::dropout_forward, x, p, key);
   }
   Tensor dropout_backward(const Tensor& dy, float p, const ops::DropoutKey& key) override {
-    return dev(ops::cpu::dropout_backward(host(dy), p, key));
+    return run(&DeviceOps::dropout_backward, dy, p, key);
   }
 
   void adamw_step(Tensor& param, const Tensor& grad, ops::AdamWState& state, int64_t t,
                   const ops::AdamWConfig& cfg) override {
-    ops::AdamWState h{host(state.m), host(state.v)};
-    Tensor p = host(param);
-    ops::cpu::adamw_step(p, host(grad), h, t, cfg);
-    param.copy_from(p);
-    if (!state.m.defined())
-      state = {dev(h.m), dev(h.v)};  // created on first use, as the CPU op does
-    else {
-      state.m.copy_from(h.m);
-      state.v.copy_from(h.v);
-    }
+    ops::AdamWState h{host(state.m), host(state.v)};  // defined: the dispatcher created them
+    in_place(param, [&](Tensor& p) { cpu_.adamw_step(p, host(grad), h, t, cfg); });
+    state.m.copy_from(h.m);
+    state.v.copy_from(h.v);
   }
 
  private:
-  static ops::AttentionOptions host_options(const ops::AttentionOptions& opt) {
-    ops::AttentionOptions o = opt;
-    o.key_padding_mask = host(opt.key_padding_mask);
-    return o;
+  ops::DeviceOps& cpu_ = ops::cpu_ops();
+
+  /// The CPU's op on host copies of the arguments, its result on the device.
+  template <class R, class... P, class... A>
+  R run(R (ops::DeviceOps::*op)(P...), const A&... args) {
+    return dev((cpu_.*op)(host(args)...));
   }
 };
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Draws the timeline of one step from the recorder's Chrome traces (engine/comm/recorder.h
+"""Draws the timeline of one step from the recorder's Chrome traces (engine/trace/recorder.h
 chrome_trace(): one JSON per rank, "X" events, cat "compute" or "comm", ts/dur in µs since the Unix
 epoch so the ranks line up): one lane per rank for compute and one for communication, one panel per
 trace directory (e.g. serial and overlapped), on a shared time scale from each panel's first event.
@@ -12,7 +12,7 @@ Usage:
 
 Spans that enclose others (layer.forward, layer.backward) are dashed frames on the compute lane.
 Each panel's title gives the step's span and the overlap figure of every rank: communication time
-covered by computation ÷ communication time (the definition of engine/comm/recorder.h).
+covered by computation ÷ communication time (the definition of engine/trace/recorder.h).
 Exits 1 naming the directory when it holds no trace (--each: after drawing the others). Needs
 matplotlib (/usr/bin/python3).
 """

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/comm/recorder.h"
+#include "engine/trace/recorder.h"
 
 namespace tpsp::checkers {
 
@@ -92,18 +92,18 @@ std::vector<std::string> check_hidden(const std::vector<RankTimeline>& ranks,
 }
 
 double phase_overlap(const RankTimeline& rank, const std::string& phase) {
-  std::vector<comm::CommRecord> comm;
-  std::vector<comm::ComputeRecord> compute;
+  std::vector<trace::CommRecord> comm;
+  std::vector<trace::ComputeRecord> compute;
   for (const TimedCall& c : rank.calls)
     if (c.phase == phase) {
-      comm::CommRecord rec;
+      trace::CommRecord rec;
       rec.t_start = c.t_start;
       rec.t_end = c.t_end;
       comm.push_back(rec);
     }
   for (const ComputeSpan& s : rank.compute)
     if (s.phase == phase) compute.push_back({s.name, s.label, s.t_start, s.t_end});
-  return comm::overlap_fraction(comm, compute);
+  return trace::overlap_fraction(comm, compute);
 }
 
 std::string check_overlap(const std::vector<RankTimeline>& ranks, const std::vector<std::string>& phases,

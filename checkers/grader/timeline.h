@@ -23,7 +23,7 @@ struct HideRule {
 std::vector<std::string> check_hidden(const std::vector<RankTimeline>& ranks,
                                       const std::vector<HideRule>& rules);
 
-/// Communication time of `phase` covered by computation ÷ communication time (comm::overlap_fraction
+/// Communication time of `phase` covered by computation ÷ communication time (trace::overlap_fraction
 /// over the phase's calls and compute spans of one rank); 0 without communication.
 double phase_overlap(const RankTimeline& rank, const std::string& phase);
 

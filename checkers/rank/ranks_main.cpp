@@ -41,14 +41,14 @@
 #include "engine/lab_todo.h"
 #include "engine/parallel_state.h"
 #include "engine/runtime/device_runtime.h"
-#include "engine/trace.h"
+#include "engine/trace/span.h"
 
 namespace {
 
 using namespace tpsp;
 using nlohmann::json;
 
-json call_json(const comm::CommRecord& r, const std::string& phase) {
+json call_json(const trace::CommRecord& r, const std::string& phase) {
   return {{"phase", phase},
           {"op", comm::op_name(r.op)},
           {"group", r.group},
@@ -106,7 +106,7 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
     ctx.device = device;
     // Calls are filed under the phase in which they were ISSUED (an async call may complete later);
     // calls still pending at the end (in flight, or never waited and never completed) are listed too.
-    comm::Recorder& rec = ps.world().recorder();
+    trace::Recorder& rec = ps.world().recorder();
     rec.clear();
     std::vector<std::pair<double, std::string>> phases{{-1.0, "setup"}};
     // Under a relay the phase is also marked there, so that the witness files calls by phase itself.
@@ -124,14 +124,14 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
           if (start <= t) p = name;
         return p;
       };
-      std::vector<comm::CommRecord> calls = rec.records();
-      for (comm::CommRecord r : rec.pending()) {
+      std::vector<trace::CommRecord> calls = rec.records();
+      for (trace::CommRecord r : rec.pending()) {
         r.waited = false;
         calls.push_back(r);
       }
       std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-      for (const comm::CommRecord& r : calls) result["calls"].push_back(call_json(r, phase_of(r.t_issue)));
-      for (const comm::ComputeRecord& s : rec.compute_records())
+      for (const trace::CommRecord& r : calls) result["calls"].push_back(call_json(r, phase_of(r.t_issue)));
+      for (const trace::ComputeRecord& s : rec.compute_records())
         result["compute"].push_back({{"phase", phase_of(s.t_start)},
                                      {"name", s.name},
                                      {"label", s.label},

@@ -1,29 +1,15 @@
-// The kinds of calls a ProcessGroup makes, as recorded and fingerprinted.
+// The kinds of calls a ProcessGroup makes (all_reduce, ..., and the reductions sum and max), as
+// comm's API names them. They are defined in the trace room (engine/trace/op_kind.h), below comm,
+// because the recorder's records carry them.
 #pragma once
 
-#include <cstdint>
+#include "engine/trace/op_kind.h"
 
 namespace tpsp::comm {
 
-/// One kind of communication call. Names follow PyTorch c10d (all_reduce, all_gather, ...).
-enum class OpKind : uint8_t {
-  all_reduce,
-  all_gather,
-  reduce_scatter,
-  all_to_all,
-  broadcast,
-  send,
-  recv,
-  barrier,
-  new_group,
-};
-
-/// Elementwise reduction applied by all_reduce and reduce_scatter.
-enum class ReduceOp : uint8_t { sum, max };
-
-/// "all_reduce", "all_gather", ... (the c10d name of the op).
-const char* op_name(OpKind op);
-/// "sum" or "max".
-const char* reduce_op_name(ReduceOp op);
+using trace::op_name;
+using trace::OpKind;
+using trace::reduce_op_name;
+using trace::ReduceOp;
 
 }  // namespace tpsp::comm

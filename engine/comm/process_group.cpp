@@ -18,7 +18,7 @@ namespace tpsp::comm {
 /// What a world group and every group created from it share: the recorder, and the list of groups
 /// to abort together.
 struct ProcessGroup::Domain {
-  std::shared_ptr<Recorder> recorder;
+  std::shared_ptr<trace::Recorder> recorder;
   std::mutex mu;
   /// Live groups. Raw pointers: a group registers when made and deregisters first thing in its
   /// destructor, under `mu`, so abort_all never owns (and so never destroys) a group itself.
@@ -84,7 +84,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_world(std::unique_ptr<Backend
              options.timeout.count(), " ms");
   const int size = backend->size(), rank = backend->rank();
   auto domain = std::make_shared<Domain>();
-  domain->recorder = std::make_shared<Recorder>(rank);
+  domain->recorder = std::make_shared<trace::Recorder>(rank);
   std::vector<int> ranks(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) ranks[static_cast<std::size_t>(i)] = i;
   return make(rank, std::move(ranks), "world", "world", std::move(backend), std::move(domain),
@@ -190,8 +190,8 @@ std::string ProcessGroup::where(const Call& c) const {
   return s + "group " + name_ + ")";
 }
 
-CommRecord ProcessGroup::base_record(const Call& c) const {
-  CommRecord r;
+trace::CommRecord ProcessGroup::base_record(const Call& c) const {
+  trace::CommRecord r;
   r.id = c.id;
   r.seq = c.seq;
   r.op = c.op;
@@ -277,7 +277,7 @@ WorkPtr ProcessGroup::enqueue(Call call, Body body, const std::vector<Tensor>& r
 }
 
 void ProcessGroup::run(const Call& c, const Body& body, const WorkPtr& work) {
-  CommRecord rec = base_record(c);
+  trace::CommRecord rec = base_record(c);
   rec.t_start = recorder_->now();
   try {
     throw_if_dead(c);
@@ -325,7 +325,7 @@ WorkPtr ProcessGroup::post_p2p(Call c, const Tensor& t, int peer, bool is_send) 
   if (is_send) guard_buffers(c, work, {t});
   std::shared_ptr<PendingP2P> shared(std::move(pending));
   p2p_worker_->submit([this, c, shared, t, work] {
-    CommRecord rec = base_record(c);
+    trace::CommRecord rec = base_record(c);
     rec.t_start = rec.t_issue;  // posted at issue time
     try {
       const auto start = std::chrono::steady_clock::now();
@@ -348,7 +348,7 @@ WorkPtr ProcessGroup::post_p2p(Call c, const Tensor& t, int peer, bool is_send) 
   return work;
 }
 
-std::exception_ptr ProcessGroup::fail(const Call& c, CommRecord rec) {
+std::exception_ptr ProcessGroup::fail(const Call& c, trace::CommRecord rec) {
   std::string msg;
   enum { other, timeout, mismatch, argument } kind = other;
   try {

@@ -12,7 +12,7 @@
 //    before it on the caller's thread: CommWorker::claim_if_idle), bounded by the group's timeout
 //    (CommTimeoutError naming rank, op, #seq, label and group), sleeping for the emulated link;
 //  - records every call (op, group, dim, dtype, shape, bytes, issue/start/end times, label, async,
-//    waited) in the Recorder, and marks an async call whose Work was never waited;
+//    waited) in the Recorder (engine/trace), and marks an async call whose Work was never waited;
 //  - reduces low-precision tensors in float32 (bf16 is widened, reduced, rounded once);
 //  - with buffer checks on (TPSP_COMM_CHECK_BUFFERS=1, set by ./check), fingerprints the bytes an async
 //    call reads at issue and raises in wait() if the caller modified them before waiting, and has an
@@ -35,9 +35,9 @@
 #include "engine/comm/comm_error.h"
 #include "engine/comm/link_model.h"
 #include "engine/comm/op.h"
-#include "engine/comm/recorder.h"
 #include "engine/comm/work.h"
 #include "engine/tensor.h"
+#include "engine/trace/recorder.h"
 
 namespace tpsp::comm {
 
@@ -131,9 +131,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& global_ranks, const std::string& name);
 
   /// The recorder shared by this group, its parent and its subgroups.
-  Recorder& recorder() { return *recorder_; }
+  trace::Recorder& recorder() { return *recorder_; }
   /// The same recorder as a shared handle (to keep it after the group is gone).
-  std::shared_ptr<Recorder> recorder_ptr() const { return recorder_; }
+  std::shared_ptr<trace::Recorder> recorder_ptr() const { return recorder_; }
 
   /// Options used by calls issued from now on (a copy).
   GroupOptions options() const;
@@ -203,10 +203,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   void guard_buffers(const Call& c, const WorkPtr& work, const std::vector<Tensor>& reads) const;
   /// The message of the exception in flight, as a CommError naming the call; records the failure and
   /// aborts every group of the world. Returns the error to finish the Work with.
-  std::exception_ptr fail(const Call& c, CommRecord rec);
+  std::exception_ptr fail(const Call& c, trace::CommRecord rec);
   /// "rank 0 (tp rank 0 of 2): all_reduce #3 'grad' (4096 f32, group tp)"
   std::string where(const Call& c) const;
-  CommRecord base_record(const Call& c) const;
+  trace::CommRecord base_record(const Call& c) const;
   void throw_if_dead(const Call& c) const;
   // The calls themselves (process_group_calls.cpp).
   WorkPtr issue_all_reduce(Tensor& t, ReduceOp op, const CallOpts& o, bool async);
@@ -224,7 +224,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::string key_;  ///< unique key of this group; subgroups extend it
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<Domain> domain_;
-  std::shared_ptr<Recorder> recorder_;
+  std::shared_ptr<trace::Recorder> recorder_;
 
   mutable std::mutex opt_mu_;
   GroupOptions options_;

@@ -4,11 +4,11 @@
 #include <limits>
 
 #include "engine/comm/comm_error.h"
-#include "engine/comm/recorder.h"
+#include "engine/trace/recorder.h"
 
 namespace tpsp::comm {
 
-Work::Work(std::shared_ptr<Recorder> recorder, uint64_t id, bool async, std::string description)
+Work::Work(std::shared_ptr<trace::Recorder> recorder, uint64_t id, bool async, std::string description)
     : recorder_(std::move(recorder)),
       id_(id),
       async_(async),

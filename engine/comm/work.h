@@ -20,15 +20,17 @@
 
 #include "engine/tensor.h"
 
-namespace tpsp::comm {
-
+namespace tpsp::trace {
 class Recorder;
+}  // namespace tpsp::trace
+
+namespace tpsp::comm {
 
 class Work {
  public:
   /// A pending call recorded as record `id` of `recorder` (may be null). `async`: issued through an
   /// *_async form (only those can be left unwaited). `description` names the call in errors.
-  Work(std::shared_ptr<Recorder> recorder, uint64_t id, bool async, std::string description);
+  Work(std::shared_ptr<trace::Recorder> recorder, uint64_t id, bool async, std::string description);
   ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
@@ -59,7 +61,7 @@ class Work {
 
  private:
   void waited();
-  std::shared_ptr<Recorder> recorder_;
+  std::shared_ptr<trace::Recorder> recorder_;
   uint64_t id_;
   bool async_;
   std::string description_;

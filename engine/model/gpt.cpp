@@ -7,7 +7,7 @@
 #include "engine/error.h"
 #include "engine/model/finalize_grads.h"
 #include "engine/random/init.h"
-#include "engine/trace.h"
+#include "engine/trace/span.h"
 
 namespace tpsp::model {
 

@@ -1,14 +1,18 @@
-// The ops of a device other than the CPU, behind one interface that engine/ops/dispatch.cpp routes
-// device tensors to, so the engine library never links the device's runtime. The GPU backend
-// registers its implementation (engine/ops/cuda/: tpsp::cuda::register_backend()); without one, an
-// op on a device tensor raises ShapeError naming the op, the device and the rule.
+// The ops of one device behind one interface: engine/ops/dispatch.cpp checks an op's arguments
+// (engine/ops/rules.h) and then runs the DeviceOps of its tensors' device, the same path for every
+// device. The CPU's are built in (engine/ops/cpu/: CpuOps); a GPU build registers CUDA's
+// (engine/ops/cuda/: tpsp::cuda::register_backend()), and the emulated device registers CPU ops
+// behind host copies (engine/emulated_device.h), so the engine library never links a device's
+// runtime. Without registered ops, an op on a device tensor raises ShapeError naming the op, the
+// device and the rule.
 //
 // Every function has the name and the semantics of the public op in engine/ops/*.h (documented
-// there, with shapes and errors), on tensors of that device. Inputs are f32, except the GEMMs
-// (matmul_*), which also take bf16 x, w and dy (f32 accumulation; outputs f32, as engine/ops/cpu
-// computes them, the dispatcher rounds once). Host-side arguments (token ids, targets, cu_seqlens, a
-// key padding mask on the CPU) are uploaded by the implementation. Results live on the device;
-// the per-row statistics (LayerNorm mean/rstd, attention probabilities) too.
+// there, with shapes and errors) on tensors of this device, and receives arguments that already
+// passed that op's rule: a kernel only computes. Inputs are f32, except the GEMMs (matmul_*), which
+// also take bf16 x, w and dy (f32 accumulation; outputs f32, the dispatcher rounds once). Host-side
+// arguments (token ids, targets, cu_seqlens, a key padding mask on the CPU) are uploaded by the
+// implementation. Results live on the device; the per-row statistics (norm mean/rstd, attention
+// probabilities) too.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include "engine/ops/dropout.h"
 #include "engine/ops/layernorm.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/rmsnorm.h"
 #include "engine/tensor.h"
 #include "engine/tokens.h"
 
@@ -48,6 +53,9 @@ class DeviceOps {
                                          float eps) = 0;
   virtual LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                             const Tensor& mean, const Tensor& rstd) = 0;
+  virtual RMSNormOut rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps) = 0;
+  virtual Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                  Tensor& dweight) = 0;
 
   virtual Tensor softmax_forward(const Tensor& x) = 0;
   virtual Tensor softmax_backward(const Tensor& dy, const Tensor& y) = 0;
@@ -78,7 +86,10 @@ class DeviceOps {
 /// Device::cpu, whose ops are built in.
 void register_device_ops(Device device, DeviceOps* ops);
 
-/// The registered ops of `device`, or nullptr (always nullptr for Device::cpu).
+/// The ops of `device`: the CPU's for Device::cpu, else the registered ones or nullptr.
 DeviceOps* device_ops(Device device);
+
+/// The CPU's ops (engine/ops/cpu/), on f32 CPU tensors; the emulated device runs them too.
+DeviceOps& cpu_ops();
 
 }  // namespace tpsp::ops

@@ -1,4 +1,4 @@
-// All CPU ops of the engine: each is a forward and a backward plain function (llm.c style).
+// Every op of the engine, on any device: each is a forward and a backward plain function (llm.c style).
 #pragma once
 
 #include "engine/ops/adamw.h"
@@ -9,4 +9,5 @@
 #include "engine/ops/embedding.h"
 #include "engine/ops/layernorm.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/rmsnorm.h"
 #include "engine/ops/softmax.h"

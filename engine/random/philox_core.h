@@ -7,11 +7,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TPSP_HOST_DEVICE __host__ __device__
-#else
-#define TPSP_HOST_DEVICE
-#endif
+#include "engine/host_device.h"
 
 namespace tpsp::random {
 

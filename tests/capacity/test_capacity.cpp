@@ -66,9 +66,9 @@ std::string line(const std::string& label, comm::OpKind op, uint64_t tensor_byte
 }
 
 /// The recorded calls as lines, in completion order (every call here is synchronous).
-std::vector<std::string> recorded(const std::vector<comm::CommRecord>& recs) {
+std::vector<std::string> recorded(const std::vector<trace::CommRecord>& recs) {
   std::vector<std::string> out;
-  for (const comm::CommRecord& r : recs) out.push_back(line(r.label, r.op, r.tensor_bytes, r.bytes));
+  for (const trace::CommRecord& r : recs) out.push_back(line(r.label, r.op, r.tensor_bytes, r.bytes));
   return out;
 }
 
@@ -128,7 +128,7 @@ void check_gpt_step(int tp, bool sp, bool untied_smoothed = false) {
       expect_eq(shard_bytes(gpt16).first, model::parameter_bytes(cap16).total, "bf16 parameter bytes");
     }
 
-    comm::Recorder& rec = ps.world().recorder();
+    trace::Recorder& rec = ps.world().recorder();
     rec.clear();
     gpt.forward(ids, targets);
     const auto fwd = rec.records();
@@ -143,7 +143,7 @@ void check_gpt_step(int tp, bool sp, bool untied_smoothed = false) {
     expect_same_calls(recorded(fwd), modelled(calls, {"forward"}), "forward");
     expect_same_calls(recorded(bwd), modelled(calls, {"backward", "finalize_grads"}), "backward");
     for (const auto& recs : {fwd, bwd})
-      for (const comm::CommRecord& r : recs) expect(r.group == "tp", r.label + " ran on " + r.group);
+      for (const trace::CommRecord& r : recs) expect(r.group == "tp", r.label + " ran on " + r.group);
   };
   const std::string f = failures(run_ranks(tp, fn, 60));
   CHECK_MESSAGE(f.empty(), f);
@@ -169,7 +169,7 @@ void check_bf16_layer(int tp, bool sp) {
     random::init_normal(x, 6, "x", 1.f);
     const Tensor x16 = x.to(DType::bf16);
     const model::LayerContext ctx{&ps.tp(), sp, 1, 0, cap.gpt.seq, cap.batch, Tensor(), {}};
-    comm::Recorder& rec = ps.world().recorder();
+    trace::Recorder& rec = ps.world().recorder();
     rec.clear();
     model::LayerSaved saved;
     const Tensor y = layer.forward(x16, saved, ctx);

@@ -40,11 +40,11 @@ inline void run_case(int world, const std::function<void(int rank)>& fn, double 
 }
 
 /// Records appended since index `from` that match op (and group, when not empty).
-inline std::vector<comm::CommRecord> records_since(comm::ProcessGroup& pg, std::size_t from,
-                                                   std::optional<comm::OpKind> op = std::nullopt,
-                                                   const std::string& group = "") {
+inline std::vector<trace::CommRecord> records_since(comm::ProcessGroup& pg, std::size_t from,
+                                                    std::optional<comm::OpKind> op = std::nullopt,
+                                                    const std::string& group = "") {
   const auto all = pg.recorder().records();
-  std::vector<comm::CommRecord> out;
+  std::vector<trace::CommRecord> out;
   for (std::size_t i = from; i < all.size(); ++i)
     if ((!op || all[i].op == *op) && (group.empty() || all[i].group == group)) out.push_back(all[i]);
   return out;

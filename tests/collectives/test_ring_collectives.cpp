@@ -21,6 +21,7 @@
 using tpsp::Shape;
 using tpsp::Tensor;
 using namespace tpsp::comm;
+using namespace tpsp::trace;
 using tpsp::testing::expect;
 
 namespace {

@@ -17,6 +17,7 @@ using tpsp::DType;
 using tpsp::Shape;
 using tpsp::Tensor;
 using namespace tpsp::comm;
+using namespace tpsp::trace;
 using tpsp::testing::run_local_ranks;
 
 namespace {

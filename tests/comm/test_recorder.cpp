@@ -17,7 +17,7 @@
 using tpsp::Shape;
 using tpsp::Tensor;
 using tpsp::comm::OpKind;
-using tpsp::comm::RecordFilter;
+using tpsp::trace::RecordFilter;
 using namespace tpsp::testing;
 
 TEST_CASE("recorded bytes follow the closed forms per op and world size 1..4") {

@@ -2,12 +2,12 @@
 // spans the ops record once a recorder is installed (and only then), and the Chrome trace lanes.
 #include <doctest/doctest.h>
 
-#include "engine/comm/recorder.h"
 #include "engine/ops/matmul.h"
-#include "engine/trace.h"
+#include "engine/trace/recorder.h"
+#include "engine/trace/span.h"
 
 using namespace tpsp;
-using namespace tpsp::comm;
+using namespace tpsp::trace;
 
 namespace {
 CommRecord comm_span(double a, double b) {

@@ -130,8 +130,8 @@ class SymbolRuleTest(unittest.TestCase):
 
     def test_each_route_out_is_refused(self):
         cases = {
-            "writes the communication record": '#include "engine/comm/recorder.h"\n'
-                                               "void f(tpsp::comm::Recorder& r) { r.set_enabled(false); }\n",
+            "writes the communication record": '#include "engine/trace/recorder.h"\n'
+                                               "void f(tpsp::trace::Recorder& r) { r.set_enabled(false); }\n",
             "opens files": "#include <fstream>\nint f() { std::ifstream in(\"/x\"); return in.good(); }\n",
             "reads files through the engine's data loader":
                 '#include "engine/train/data.h"\n'

@@ -28,14 +28,14 @@ namespace {
 /// before it ends), each phase's in issue order (record id).
 class PhaseLog {
  public:
-  explicit PhaseLog(comm::Recorder& rec) : rec_(rec) { rec_.clear(); }
+  explicit PhaseLog(trace::Recorder& rec) : rec_(rec) { rec_.clear(); }
   /// Files the calls not filed yet (whose label starts with `label_prefix`) under `phase`.
   void end_phase(const std::string& phase, const std::string& label_prefix = "") {
-    std::vector<comm::CommRecord> fresh;
-    for (const comm::CommRecord& r : rec_.records())
+    std::vector<trace::CommRecord> fresh;
+    for (const trace::CommRecord& r : rec_.records())
       if (r.label.rfind(label_prefix, 0) == 0 && seen_.insert(r.id).second) fresh.push_back(r);
     std::sort(fresh.begin(), fresh.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-    for (const comm::CommRecord& r : fresh) calls_.push_back(to_call(phase, r));
+    for (const trace::CommRecord& r : fresh) calls_.push_back(to_call(phase, r));
   }
   /// Throws listing both sequences unless the recorded calls equal the step's.
   void expect_step(const std::string& lab) const {
@@ -51,7 +51,7 @@ class PhaseLog {
   }
 
  private:
-  static Call to_call(const std::string& phase, const comm::CommRecord& r) {
+  static Call to_call(const std::string& phase, const trace::CommRecord& r) {
     Call c;
     c.phase = phase;
     c.op = r.op;
@@ -62,7 +62,7 @@ class PhaseLog {
     c.bytes = r.tensor_bytes;
     return c;
   }
-  comm::Recorder& rec_;
+  trace::Recorder& rec_;
   std::set<uint64_t> seen_;
   std::vector<Call> calls_;
 };

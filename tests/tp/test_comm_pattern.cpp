@@ -34,9 +34,9 @@ GPTConfig cfg() {
 
 /// "op label" → count, for records whose label starts with prefix; also checks every record's
 /// bytes against the closed form of cost_model.h.
-std::map<std::string, int> pattern(const std::vector<comm::CommRecord>& recs, const std::string& prefix) {
+std::map<std::string, int> pattern(const std::vector<trace::CommRecord>& recs, const std::string& prefix) {
   std::map<std::string, int> out;
-  for (const comm::CommRecord& r : recs) {
+  for (const trace::CommRecord& r : recs) {
     if (r.label.rfind(prefix, 0) != 0) continue;
     out[std::string(comm::op_name(r.op)) + " " + r.label.substr(prefix.size())] += 1;
     expect(r.group == "tp", r.label + " ran on group " + r.group + ", not tp");
@@ -53,7 +53,7 @@ void check_pattern(bool sp) {
     model::ParallelGPT gpt(c, 3, ps, {.sequence_parallel = sp});
     TokenBatch ids, targets;
     make_batch(2, 12, c.vocab, 0, ids, targets);
-    comm::Recorder& rec = ps.world().recorder();
+    trace::Recorder& rec = ps.world().recorder();
     rec.clear();
     gpt.forward(ids, targets);
     const auto fwd = rec.records();
@@ -80,7 +80,7 @@ void check_pattern(bool sp) {
     expect(pattern(fwd, L) == want_f, "forward pattern of layer 1 differs");
     expect(pattern(bwd, L) == want_b, "backward pattern of layer 1 differs");
     for (const auto& recs : {fwd, bwd})
-      for (const comm::CommRecord& r : recs)
+      for (const trace::CommRecord& r : recs)
         if (r.label.rfind(L, 0) == 0)
           expect(r.tensor_bytes == sbh, r.label + " moved a tensor that is not [s, b, h]");
 
@@ -90,7 +90,7 @@ void check_pattern(bool sp) {
                                             {"all_reduce .sum_exp", 1}},
            "cross entropy forward is not 3 all-reduces");
     expect(pattern(bwd, "cross_entropy").empty(), "cross entropy backward communicated");
-    for (const comm::CommRecord& r : fwd)
+    for (const trace::CommRecord& r : fwd)
       if (r.label.rfind("cross_entropy", 0) == 0)
         expect(r.tensor_bytes == 12 * 2 * 4, r.label + ": not [s·b] floats");
   };

@@ -23,9 +23,9 @@ Tensor ints(const Shape& shape, int salt) {
 }
 
 /// Each call: tp−1 sends to r+1 and tp−1 recvs from r−1, each of `bytes`; nothing else.
-void expect_ring(comm::Recorder& rec, int r, int n, uint64_t bytes) {
+void expect_ring(trace::Recorder& rec, int r, int n, uint64_t bytes) {
   int sends = 0, recvs = 0;
-  for (const comm::CommRecord& c : rec.records()) {
+  for (const trace::CommRecord& c : rec.records()) {
     expect(c.op == comm::OpKind::send || c.op == comm::OpKind::recv, "a call other than send/recv");
     expect(c.tensor_bytes == bytes, "a chunk of " + std::to_string(c.tensor_bytes) + " bytes");
     if (c.op == comm::OpKind::send) ++sends, expect(c.peer == (r + 1) % n, "send not to rank r+1");

@@ -35,7 +35,7 @@ COMPILE_MEMORY = 4 << 30     # RLIMIT_AS of the compiler, bytes
 FORBIDDEN_SYMBOLS = [
     # Every Recorder member: writing it forges the evidence, reading it lets a forgery match the real calls
     # (attack12: a device span placed inside a gather's issue-to-wait window); lab code never needs it.
-    (re.compile(r"tpsp::comm::Recorder::"),
+    (re.compile(r"tpsp::trace::Recorder::"),
      "reads or writes the communication record (the grader's evidence of what was communicated)"),
     (re.compile(r"tpsp::trace::(install|installed|Span::Span)\b"),
      "writes compute spans (the grader's evidence of overlap)"),

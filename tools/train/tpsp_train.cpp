@@ -22,7 +22,7 @@
 #include "engine/model/gpt.h"
 #include "engine/parallel_state.h"
 #include "engine/runtime/device_runtime.h"
-#include "engine/trace.h"
+#include "engine/trace/span.h"
 #include "engine/train/data.h"
 #include "tools/train/options.h"
 
@@ -32,9 +32,9 @@ using namespace tpsp;
 using nlohmann::json;
 
 /// Per-op count and bytes of the recorded calls (this rank), for the report.
-json comm_summary(const std::vector<comm::CommRecord>& records) {
+json comm_summary(const std::vector<trace::CommRecord>& records) {
   std::map<std::string, std::pair<int64_t, uint64_t>> by_op;
-  for (const comm::CommRecord& r : records) {
+  for (const trace::CommRecord& r : records) {
     auto& e = by_op[std::string(comm::op_name(r.op)) + " (" + r.group + ")"];
     e.first += 1;
     e.second += r.bytes;
@@ -63,7 +63,7 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
   const int64_t b_local = o.batch / o.dp;
 
   std::vector<float> losses;
-  std::vector<comm::CommRecord> step_records;
+  std::vector<trace::CommRecord> step_records;
   const auto t0 = std::chrono::steady_clock::now();
   TokenBatch ids, targets;
   for (int64_t step = 0; step < o.steps; ++step) {

@@ -11,27 +11,20 @@
 // -fno-math-errno so that sqrt needs no errno branch). Vector sqrt and division are correctly rounded like
 // the scalar ones: the same IEEE operations in the same order, so the same bits (checked against the scalar
 // loop on 10⁶ elements × 20 steps, gradients from 1e-20 to 1e10).
-#include "engine/ops/adamw.h"
-
 #include <cmath>
 
-#include "engine/error.h"
-#include "engine/ops/cpu/ops.h"
+#include "engine/ops/cpu/cpu_ops.h"
 #include "engine/ops/cpu/vector_clones.h"
+#include "engine/ops/rules.h"
 
 namespace tpsp::ops::cpu {
 
 namespace {
 
-/// The scalars of one step, rounded to float where they meet the tensors.
-struct StepScalars {
-  float decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
-};
-
 /// One AdamW update of n elements: p, m, v in place from g. Inlined into the two variants below.
 [[gnu::always_inline]] inline void adamw_elements(float* __restrict p, float* __restrict m,
                                                   float* __restrict v, const float* __restrict g, int64_t n,
-                                                  const StepScalars& k) {
+                                                  const AdamWScalars& k) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float pi = p[i] * k.decay;
@@ -46,37 +39,21 @@ struct StepScalars {
 
 /// The loop for CPUs with AVX2 and FMA (std::fma is one vfmadd; vector_clones.h).
 TPSP_TARGET_AVX2_FMA void adamw_loop_avx2_fma(float* __restrict p, float* __restrict m, float* __restrict v,
-                                              const float* __restrict g, int64_t n, StepScalars k) {
+                                              const float* __restrict g, int64_t n, AdamWScalars k) {
   adamw_elements(p, m, v, g, n, k);
 }
 
 /// The loop for any x86-64 (std::fma is a call to libm's fmaf) and other architectures.
 void adamw_loop_baseline(float* __restrict p, float* __restrict m, float* __restrict v,
-                         const float* __restrict g, int64_t n, StepScalars k) {
+                         const float* __restrict g, int64_t n, AdamWScalars k) {
   adamw_elements(p, m, v, g, n, k);
 }
 
 }  // namespace
 
-void adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t, const AdamWConfig& cfg) {
-  TPSP_CHECK(t >= 1, "adamw_step: step t = ", t, " must be >= 1 (1-based)");
-  check_same_shape(param, grad, "adamw_step: param and grad");
-  if (!state.m.defined()) state.m = Tensor(param.shape());
-  if (!state.v.defined()) state.v = Tensor(param.shape());
-  check_same_shape(param, state.m, "adamw_step: param and state.m");
-  check_same_shape(param, state.v, "adamw_step: param and state.v");
-
-  const double lr = cfg.lr, b1 = cfg.beta1, b2 = cfg.beta2;
-  const float decay = static_cast<float>(1.0 - lr * static_cast<double>(cfg.weight_decay));
-  const float beta1 = cfg.beta1, one_minus_b1 = static_cast<float>(1.0 - b1);
-  const float beta2 = cfg.beta2, one_minus_b2 = static_cast<float>(1.0 - b2);
-  const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(t));
-  const double bias_correction2 = 1.0 - std::pow(b2, static_cast<double>(t));
-  const float neg_step_size = static_cast<float>(-(lr / bias_correction1));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  const float eps = cfg.eps;
-  TPSP_CHECK(param.data() != grad.data(), "adamw_step: grad must not share the parameter's storage");
-  const StepScalars k{decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps};
+void CpuOps::adamw_step(Tensor& param, const Tensor& grad, AdamWState& state, int64_t t,
+                        const AdamWConfig& cfg) {
+  const AdamWScalars k = adamw_scalars(cfg, t);
   if (cpu_has_avx2_fma())
     adamw_loop_avx2_fma(param.data(), state.m.data(), state.v.data(), grad.data(), param.numel(), k);
   else

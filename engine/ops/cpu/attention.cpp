@@ -9,18 +9,15 @@
 //   dV = P'ᵀ·dO;  dP' = dO·Vᵀ;  dP = dP' ⊙ M_drop;  dS = P ⊙ (dP − rowsum(dP ⊙ P));
 //   dQ = dS·K/√d;  dK = dSᵀ·Q/√d.
 // The dropout mask is regenerated from the key in backward (never stored).
-#include "engine/ops/attention.h"
-
 #include <cblas.h>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "engine/error.h"
+#include "engine/ops/cpu/cpu_ops.h"
 #include "engine/ops/cpu/fast_math.h"
-#include "engine/ops/cpu/ops.h"
-#include "engine/packed_seq.h"
+#include "engine/ops/rules.h"
 
 namespace tpsp::ops::cpu {
 namespace {
@@ -33,47 +30,16 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
               B, static_cast<int>(ldb), 0.f, C, static_cast<int>(ldc));
 }
 
-/// The sizes of one call: qkv [s, b, heads·3·d].
-struct Dims {
-  int64_t s, b, heads, d;
-  int64_t ld_qkv() const { return b * heads * 3 * d; }  // row stride of Q, K, V (and dQ, dK, dV)
-  int64_t ld_out() const { return b * heads * d; }      // row stride of O (and dO)
-};
-
-Dims check_attention_args(const Tensor& qkv, const AttentionOptions& opt, const char* what) {
-  TPSP_CHECK(qkv.dim() == 3, what, ": qkv must be [s, b, heads*3*d], got ", shape_str(qkv.shape()));
-  TPSP_CHECK(opt.heads >= 1, what, ": heads = ", opt.heads, " must be >= 1");
-  const int64_t s = qkv.size(0), b = qkv.size(1), c = qkv.size(2);
-  TPSP_CHECK(c > 0 && c % (3 * opt.heads) == 0, what, ": the last dim ", c, " of qkv ",
-             shape_str(qkv.shape()), " is not a positive multiple of 3*heads = ", 3 * opt.heads);
-  if (opt.key_padding_mask.defined())
-    check_shape(opt.key_padding_mask, {b, s}, "attention: key_padding_mask");
-  if (!opt.cu_seqlens.empty()) {
-    TPSP_CHECK(b == 1, what, ": packed sequences (cu_seqlens) need b = 1, got qkv ", shape_str(qkv.shape()));
-    validate_cu_seqlens(opt.cu_seqlens, s, what);
-  }
-  return Dims{s, b, opt.heads, c / (3 * opt.heads)};
-}
-
-/// first[i]: the first key query i may see — the start of its packed sequence, or 0 without packing.
-std::vector<int64_t> first_visible_key(const AttentionOptions& opt, int64_t s) {
-  std::vector<int64_t> first(static_cast<std::size_t>(s), 0);
-  for (std::size_t k = 0; k + 1 < opt.cu_seqlens.size(); ++k)
-    for (int64_t i = opt.cu_seqlens[k]; i < opt.cu_seqlens[k + 1]; ++i)
-      first[static_cast<std::size_t>(i)] = opt.cu_seqlens[k];
-  return first;
-}
-
 }  // namespace
 
-AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
-  const Dims D = check_attention_args(qkv, opt, "attention_forward");
+AttentionOut CpuOps::attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
+  const AttentionDims D = attention_dims(qkv, opt);
   const int64_t s = D.s, d = D.d, ld = D.ld_qkv(), ldo = D.ld_out();
   AttentionOut res{Tensor({s, D.b, D.heads * d}), Tensor({D.b, D.heads, s, s})};
   if (s == 0 || D.b == 0) return res;
   const bool drop = opt.dropout_p > 0.f;
   const Tensor mask =
-      drop ? cpu::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
+      drop ? ops::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
   const bool padded = opt.key_padding_mask.defined();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -119,17 +85,15 @@ AttentionOut attention_forward(const Tensor& qkv, const AttentionOptions& opt) {
   return res;
 }
 
-Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                          const AttentionOptions& opt) {
-  const Dims D = check_attention_args(qkv, opt, "attention_backward");
+Tensor CpuOps::attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                                  const AttentionOptions& opt) {
+  const AttentionDims D = attention_dims(qkv, opt);
   const int64_t s = D.s, d = D.d, ld = D.ld_qkv(), ldo = D.ld_out();
-  check_shape(dout, {s, D.b, D.heads * d}, "attention_backward: dout");
-  check_shape(probs, {D.b, D.heads, s, s}, "attention_backward: probs");
   Tensor dqkv(qkv.shape());
   if (s == 0 || D.b == 0) return dqkv;
   const bool drop = opt.dropout_p > 0.f;
   const Tensor mask =
-      drop ? cpu::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
+      drop ? ops::dropout_mask({D.b, D.heads, s, s}, opt.dropout_p, opt.dropout_key) : Tensor();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   std::vector<float> dropped(drop ? static_cast<std::size_t>(s * s) : 0);
   std::vector<float> dP(static_cast<std::size_t>(s * s));

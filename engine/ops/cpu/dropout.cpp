@@ -1,17 +1,15 @@
 // Dropout with shard-invariant masks: the keep bit of an element depends only on (seed, stream)
 // and the element's flat index in the whole tensor, never on which rank computes it.
-#include "engine/ops/dropout.h"
-
 #include <array>
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
-#include "engine/ops/cpu/ops.h"
+#include "engine/ops/cpu/cpu_ops.h"
+#include "engine/ops/rules.h"
 #include "engine/random/philox.h"
 #include "engine/random/philox_core.h"
 
-namespace tpsp::ops::cpu {
+namespace tpsp::ops {
 namespace {
 
 /// Writes keep_value or 0 for the `count` consecutive global indices first, first+1, …: the same bits
@@ -43,34 +41,25 @@ uint64_t dropout_stream(const std::string& site, int64_t iteration) {
   return random::hash_name(site + "#" + std::to_string(iteration));
 }
 
+// The public mask (ops::dropout_mask) is host code by definition: it is defined here, beside the
+// CPU's dropout, and checks its rule itself.
 Tensor dropout_mask(const Shape& local_shape, float p, const DropoutKey& key) {
-  TPSP_CHECK(p >= 0.f && p < 1.f, "dropout: p = ", p, " is outside [0, 1)");
-  const Shape& global = key.global_shape.empty() ? local_shape : key.global_shape;
+  const DropoutGeometry g = rules::dropout(local_shape, p, key);
   const std::size_t nd = local_shape.size();
-  const Shape offset = key.offset.empty() ? Shape(nd, 0) : key.offset;
-  TPSP_CHECK(global.size() == nd && offset.size() == nd, "dropout: local shape ", shape_str(local_shape),
-             ", offset ", shape_str(offset), " and global shape ", shape_str(global), " differ in rank");
-  for (std::size_t d = 0; d < nd; ++d)
-    TPSP_CHECK(local_shape[d] >= 0 && offset[d] >= 0 && offset[d] + local_shape[d] <= global[d],
-               "dropout: a local tensor ", shape_str(local_shape), " at offset ", shape_str(offset),
-               " does not fit inside the global shape ", shape_str(global), " (dim ", d, ")");
   Tensor mask(local_shape);
   const int64_t n = mask.numel();
   if (n == 0) return mask;
-  const float keep_value = 1.f / (1.f - p);
   if (nd == 0) {  // a scalar: global index 0
-    fill_keep_row(mask.data(), 1, 0, p, keep_value, key);
+    fill_keep_row(mask.data(), 1, 0, p, g.keep_value, key);
     return mask;
   }
-  // Row-major strides of the global tensor; the last dim is contiguous in both tensors.
-  std::vector<int64_t> gstride(nd, 1);
-  for (std::size_t d = nd - 1; d > 0; --d) gstride[d - 1] = gstride[d] * global[d];
+  // The last dim is contiguous in both the local and the global tensor.
   const int64_t inner = local_shape[nd - 1];
   std::vector<int64_t> idx(nd, 0);  // local coordinates of the current row start (last coord 0)
   for (int64_t row = 0; row < n / inner; ++row) {
     int64_t base = 0;
-    for (std::size_t d = 0; d < nd; ++d) base += (offset[d] + idx[d]) * gstride[d];
-    fill_keep_row(mask.data() + row * inner, inner, static_cast<uint64_t>(base), p, keep_value, key);
+    for (std::size_t d = 0; d < nd; ++d) base += (g.offset[d] + idx[d]) * g.gstride[d];
+    fill_keep_row(mask.data() + row * inner, inner, static_cast<uint64_t>(base), p, g.keep_value, key);
     for (std::size_t d = nd - 1; d-- > 0;) {  // odometer over the leading dims
       if (++idx[d] < local_shape[d]) break;
       idx[d] = 0;
@@ -79,17 +68,20 @@ Tensor dropout_mask(const Shape& local_shape, float p, const DropoutKey& key) {
   return mask;
 }
 
-Tensor dropout_forward(const Tensor& x, float p, const DropoutKey& key) {
+namespace cpu {
+
+Tensor CpuOps::dropout_forward(const Tensor& x, float p, const DropoutKey& key) {
   if (p == 0.f) return x.clone();
-  Tensor y = cpu::dropout_mask(x.shape(), p, key);
+  Tensor y = ops::dropout_mask(x.shape(), p, key);
   const float* px = x.data();
   float* py = y.data();
   for (int64_t i = 0; i < y.numel(); ++i) py[i] *= px[i];
   return y;
 }
 
-Tensor dropout_backward(const Tensor& dy, float p, const DropoutKey& key) {
-  return cpu::dropout_forward(dy, p, key);
+Tensor CpuOps::dropout_backward(const Tensor& dy, float p, const DropoutKey& key) {
+  return dropout_forward(dy, p, key);
 }
 
-}  // namespace tpsp::ops::cpu
+}  // namespace cpu
+}  // namespace tpsp::ops

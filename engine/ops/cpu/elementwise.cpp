@@ -3,13 +3,11 @@
 
 #include <cmath>
 
-#include "engine/error.h"
-#include "engine/ops/cpu/ops.h"
+#include "engine/ops/cpu/cpu_ops.h"
 
 namespace tpsp::ops::cpu {
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  check_same_shape(a, b, "add");
+Tensor CpuOps::add(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(a.shape());
   const float* pa = a.data();
   const float* pb = b.data();
@@ -18,14 +16,13 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-void add_(Tensor& a, const Tensor& b) {
-  check_same_shape(a, b, "add_");
+void CpuOps::add_(Tensor& a, const Tensor& b) {
   float* pa = a.data();
   const float* pb = b.data();
   for (int64_t i = 0; i < a.numel(); ++i) pa[i] += pb[i];
 }
 
-void scale_(Tensor& a, float s) {
+void CpuOps::scale_(Tensor& a, float s) {
   float* pa = a.data();
   for (int64_t i = 0; i < a.numel(); ++i) pa[i] *= s;
 }

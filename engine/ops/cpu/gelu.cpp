@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "engine/error.h"
+#include "engine/ops/cpu/cpu_ops.h"
 #include "engine/ops/cpu/fast_math.h"
-#include "engine/ops/cpu/ops.h"
 #include "engine/ops/cpu/vector_clones.h"
 #include "engine/ops/elementwise.h"
 
@@ -45,14 +45,13 @@ TPSP_VECTOR_CLONES void gelu_backward_loop(const float* __restrict dy, const flo
 
 }  // namespace
 
-Tensor gelu_forward(const Tensor& x) {
+Tensor CpuOps::gelu_forward(const Tensor& x) {
   Tensor y = Tensor::empty(x.shape());
   gelu_forward_loop(x.data(), y.data(), x.numel());
   return y;
 }
 
-Tensor gelu_backward(const Tensor& dy, const Tensor& x) {
-  check_same_shape(dy, x, "gelu_backward");
+Tensor CpuOps::gelu_backward(const Tensor& dy, const Tensor& x) {
   Tensor dx = Tensor::empty(x.shape());
   gelu_backward_loop(dy.data(), x.data(), dx.data(), x.numel());
   return dx;

@@ -1,29 +1,13 @@
 // LayerNorm over the last dimension: forward saves per-row mean and rstd; backward is the
 // closed form dx = rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)) with dx̂ = dy·γ (llm.c layernorm_backward).
-#include "engine/ops/layernorm.h"
-
 #include <cmath>
 #include <vector>
 
-#include "engine/error.h"
-#include "engine/ops/cpu/ops.h"
+#include "engine/ops/cpu/cpu_ops.h"
 
 namespace tpsp::ops::cpu {
-namespace {
-
-/// Checks x is [..., h] with gamma (and beta, if given) [h]; returns h.
-int64_t check_ln_shapes(const Tensor& x, const Tensor& gamma, const Tensor* beta, const char* what) {
-  TPSP_CHECK(x.dim() >= 1, what, ": x must be [..., h], got ", shape_str(x.shape()));
+LayerNormOut CpuOps::layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
   const int64_t h = x.size(-1);
-  check_shape(gamma, {h}, what);
-  if (beta) check_shape(*beta, {h}, what);
-  return h;
-}
-
-}  // namespace
-
-LayerNormOut layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
-  const int64_t h = check_ln_shapes(x, gamma, &beta, "layernorm_forward: gamma/beta");
   const int64_t n = h == 0 ? 0 : x.numel() / h;
   LayerNormOut out{Tensor::empty(x.shape()), Tensor::empty({n}), Tensor::empty({n})};
   const float* pg = gamma.data();
@@ -47,13 +31,10 @@ LayerNormOut layernorm_forward(const Tensor& x, const Tensor& gamma, const Tenso
   return out;
 }
 
-LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                                  const Tensor& rstd) {
-  const int64_t h = check_ln_shapes(x, gamma, nullptr, "layernorm_backward: gamma");
-  check_same_shape(dy, x, "layernorm_backward: dy and x");
+LayerNormGrads CpuOps::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                          const Tensor& mean, const Tensor& rstd) {
+  const int64_t h = x.size(-1);
   const int64_t n = h == 0 ? 0 : x.numel() / h;
-  check_shape(mean, {n}, "layernorm_backward: mean");
-  check_shape(rstd, {n}, "layernorm_backward: rstd");
   LayerNormGrads g{Tensor(x.shape()), Tensor({h}), Tensor({h})};
   std::vector<double> dgamma(static_cast<std::size_t>(h), 0.0), dbeta(static_cast<std::size_t>(h), 0.0);
   const float* pg = gamma.data();

@@ -4,14 +4,12 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/error.h"
+#include "engine/ops/cpu/cpu_ops.h"
 #include "engine/ops/cpu/fast_math.h"
-#include "engine/ops/cpu/ops.h"
 
 namespace tpsp::ops::cpu {
 
-Tensor softmax_forward(const Tensor& x) {
-  TPSP_CHECK(x.dim() >= 1, "softmax_forward: x must be [..., n], got ", shape_str(x.shape()));
+Tensor CpuOps::softmax_forward(const Tensor& x) {
   const int64_t n = x.size(-1);
   Tensor y(x.shape());
   if (n == 0) return y;
@@ -33,9 +31,7 @@ Tensor softmax_forward(const Tensor& x) {
   return y;
 }
 
-Tensor softmax_backward(const Tensor& dy, const Tensor& y) {
-  check_same_shape(dy, y, "softmax_backward");
-  TPSP_CHECK(y.dim() >= 1, "softmax_backward: y must be [..., n], got ", shape_str(y.shape()));
+Tensor CpuOps::softmax_backward(const Tensor& dy, const Tensor& y) {
   const int64_t n = y.size(-1);
   Tensor dx(y.shape());
   if (n == 0) return dx;

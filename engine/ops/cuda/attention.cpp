@@ -14,42 +14,10 @@
 #include "engine/ops/cuda/gemm.h"
 #include "engine/ops/cuda/kernels.h"
 #include "engine/ops/cuda/op_args.h"
-#include "engine/packed_seq.h"
+#include "engine/ops/rules.h"
 
 namespace tpsp::cuda {
 namespace {
-
-/// The sizes of one call: qkv [s, b, heads·3·d] (checks as engine/ops/cpu/attention.cpp).
-struct Dims {
-  int64_t s, b, heads, d;
-  int64_t batch() const { return b * heads; }
-  int64_t ld_qkv() const { return b * heads * 3 * d; }
-  int64_t ld_out() const { return b * heads * d; }
-};
-
-Dims check_args(const Tensor& qkv, const ops::AttentionOptions& opt, const char* what) {
-  TPSP_CHECK(qkv.dim() == 3, what, ": qkv must be [s, b, heads*3*d], got ", shape_str(qkv.shape()));
-  TPSP_CHECK(opt.heads >= 1, what, ": heads = ", opt.heads, " must be >= 1");
-  const int64_t s = qkv.size(0), b = qkv.size(1), c = qkv.size(2);
-  TPSP_CHECK(c > 0 && c % (3 * opt.heads) == 0, what, ": the last dim ", c, " of qkv ",
-             shape_str(qkv.shape()), " is not a positive multiple of 3*heads = ", 3 * opt.heads);
-  if (opt.key_padding_mask.defined())
-    check_shape(opt.key_padding_mask, {b, s}, "attention: key_padding_mask");
-  if (!opt.cu_seqlens.empty()) {
-    TPSP_CHECK(b == 1, what, ": packed sequences (cu_seqlens) need b = 1, got qkv ", shape_str(qkv.shape()));
-    validate_cu_seqlens(opt.cu_seqlens, s, what);
-  }
-  return Dims{s, b, opt.heads, c / (3 * opt.heads)};
-}
-
-/// first[i]: the first key query i may see (the start of its packed sequence, or 0).
-std::vector<int64_t> first_visible_key(const ops::AttentionOptions& opt, int64_t s) {
-  std::vector<int64_t> first(static_cast<std::size_t>(s), 0);
-  for (std::size_t k = 0; k + 1 < opt.cu_seqlens.size(); ++k)
-    for (int64_t i = opt.cu_seqlens[k]; i < opt.cu_seqlens[k + 1]; ++i)
-      first[static_cast<std::size_t>(i)] = opt.cu_seqlens[k];
-  return first;
-}
 
 /// P' = P ⊙ M_drop into a fresh tensor, or P itself without dropout.
 Tensor dropped_probs(const Tensor& probs, const ops::AttentionOptions& opt) {
@@ -63,7 +31,7 @@ Tensor dropped_probs(const Tensor& probs, const ops::AttentionOptions& opt) {
 }  // namespace
 
 ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptions& opt) {
-  const Dims D = check_args(qkv, opt, "attention_forward");
+  const ops::AttentionDims D = ops::attention_dims(qkv, opt);
   const int64_t s = D.s, d = D.d, ld = D.ld_qkv(), ldo = D.ld_out();
   ops::AttentionOut res{Tensor({s, D.b, D.heads * d}, DType::f32, Device::cuda),
                         Tensor({D.b, D.heads, s, s}, DType::f32, Device::cuda)};
@@ -75,7 +43,7 @@ ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptio
                D.batch());  // S
   const Tensor key_ok =
       opt.key_padding_mask.defined() ? opt.key_padding_mask.to(DType::f32).to(Device::cuda) : Tensor();
-  const DeviceArray<int64_t> first(first_visible_key(opt, s));
+  const DeviceArray<int64_t> first(ops::first_visible_key(opt, s));
   kernels::attention_softmax(P, D.b, D.heads, s,
                              key_ok.defined() ? dptr(key_ok, "attention_forward") : nullptr, first.get());
   const Tensor Pv = dropped_probs(res.probs, opt);
@@ -86,10 +54,8 @@ ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptio
 
 Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                           const ops::AttentionOptions& opt) {
-  const Dims D = check_args(qkv, opt, "attention_backward");
+  const ops::AttentionDims D = ops::attention_dims(qkv, opt);
   const int64_t s = D.s, d = D.d, ld = D.ld_qkv(), ldo = D.ld_out();
-  check_shape(dout, {s, D.b, D.heads * d}, "attention_backward: dout");
-  check_shape(probs, {D.b, D.heads, s, s}, "attention_backward: probs");
   Tensor dqkv(qkv.shape(), DType::f32, Device::cuda);
   if (s == 0 || D.b == 0) return dqkv;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));

@@ -1,6 +1,6 @@
-// The CUDA implementation of engine/ops (DeviceOps, engine/ops/device_ops.h): shape checks with the
-// CPU ops' rules and messages, then cuBLAS (gemm.cpp) or the kernels (kernels.h); and the backend's
-// registration. Semantics, shapes and errors: the public headers engine/ops/*.h.
+// The GPU backend's registration and the host-side helpers of its ops (op_args.h): device pointers,
+// and a dropout key's index from the shared geometry (engine/ops/rules.h). The ops themselves are
+// cuda_ops_impl.cpp; semantics, shapes and errors: the public headers engine/ops/*.h.
 #include "engine/ops/cuda/cuda_ops.h"
 
 #include <cuda_runtime.h>
@@ -18,6 +18,7 @@
 #include "engine/ops/cuda/op_args.h"
 #include "engine/ops/device_ops.h"
 #include "engine/ops/ops.h"
+#include "engine/ops/rules.h"
 
 namespace tpsp::cuda {
 
@@ -36,31 +37,21 @@ const float* dptr(const Tensor& t, const char* what) {
 }
 
 DropoutIndex make_dropout_index(const Shape& local_shape, float p, const ops::DropoutKey& key) {
-  TPSP_CHECK(p >= 0.f && p < 1.f, "dropout: p = ", p, " is outside [0, 1)");
-  const Shape& global = key.global_shape.empty() ? local_shape : key.global_shape;
+  const ops::DropoutGeometry g = ops::rules::dropout(local_shape, p, key);
   const std::size_t nd = local_shape.size();
-  const Shape offset = key.offset.empty() ? Shape(nd, 0) : key.offset;
-  TPSP_CHECK(global.size() == nd && offset.size() == nd, "dropout: local shape ", shape_str(local_shape),
-             ", offset ", shape_str(offset), " and global shape ", shape_str(global), " differ in rank");
-  for (std::size_t d = 0; d < nd; ++d)
-    TPSP_CHECK(local_shape[d] >= 0 && offset[d] >= 0 && offset[d] + local_shape[d] <= global[d],
-               "dropout: a local tensor ", shape_str(local_shape), " at offset ", shape_str(offset),
-               " does not fit inside the global shape ", shape_str(global), " (dim ", d, ")");
   TPSP_CHECK(nd <= static_cast<std::size_t>(DropoutIndex::kMaxDims), "dropout on cuda: ", nd,
              " dims; at most ", DropoutIndex::kMaxDims, " are supported");
   DropoutIndex idx;
   idx.nd = static_cast<int>(nd);
-  int64_t stride = 1;
-  for (std::size_t d = nd; d-- > 0;) {
+  for (std::size_t d = 0; d < nd; ++d) {
     idx.local[d] = local_shape[d];
-    idx.offset[d] = offset[d];
-    idx.gstride[d] = stride;
-    stride *= global[d];
+    idx.offset[d] = g.offset[d];
+    idx.gstride[d] = g.gstride[d];
   }
   idx.seed = key.seed;
   idx.stream = key.stream;
   idx.p = p;
-  idx.keep_value = 1.f / (1.f - p);
+  idx.keep_value = g.keep_value;
   return idx;
 }
 

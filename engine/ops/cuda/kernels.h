@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "engine/ops/adamw_scalars.h"
 #include "engine/ops/cuda/dropout_index.h"
 
 namespace tpsp::cuda::kernels {
@@ -28,10 +29,7 @@ void bias_grad(float* db, const float* dy, int64_t rows, int64_t m);
 /// y[i] = x[i] · mask(i) for the local element i of `index` (y may be x).
 void dropout_apply(float* y, const float* x, int64_t n, const DropoutIndex& index);
 
-/// The scalars of one AdamW step, rounded to float as engine/ops/cpu/adamw.cpp rounds them.
-struct AdamWScalars {
-  float decay, beta1, one_minus_b1, beta2, one_minus_b2, neg_step_size, bc2_sqrt, eps;
-};
+using ops::AdamWScalars;  // engine/ops/adamw_scalars.h: formed once on the host for every device
 /// One AdamW update of n elements in the CPU's order of IEEE operations (no contraction into FMAs
 /// other than the CPU's two std::fma).
 void adamw(float* p, float* m, float* v, const float* g, int64_t n, const AdamWScalars& k);
@@ -48,13 +46,21 @@ void position_add(float* x, const float* wpe, int64_t s, int64_t b, int64_t h, i
 /// dwpe (zeroed) rows seq_start + si = Σ_b dx[si, b, :], in b order.
 void position_backward(float* dwpe, const float* dx, int64_t s, int64_t b, int64_t h, int64_t seq_start);
 
-// ---- rows.cu (engine/ops/cpu/layernorm.cpp, softmax.cpp, attention.cpp's row steps, cross_entropy.cpp)
+// ---- rows.cu (engine/ops/cpu/layernorm.cpp, rmsnorm.cpp, softmax.cpp, attention.cpp's row steps,
+//      cross_entropy.cpp)
 /// LayerNorm of n rows of h: y, and mean/rstd [n] (statistics in double, rounded once).
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma,
                        const float* beta, int64_t n, int64_t h, float eps);
 /// dx [n, h], dgamma [h], dbeta [h] (column sums in double).
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
                         const float* gamma, const float* mean, const float* rstd, int64_t n, int64_t h);
+/// RMSNorm of n rows of h: rstd [n] = 1/√(Σ x²/h + eps) (the squares summed in double, rounded once)
+/// and y [n, h] = x·rstd·w (w [h]), with the CPU's float operations in its order.
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t n, int64_t h, float eps);
+/// dx [n, h] = rstd·(dx̂ − x̂·mean(dx̂·x̂)) per row (x̂ = x·rstd, dx̂ = dy·w, the mean in double), and
+/// dweight [h] += Σ_rows dy·x̂ (double, row order, rounded once, then added: the buffer accumulates).
+void rmsnorm_backward(float* dx, float* dweight, const float* dy, const float* x, const float* w,
+                      const float* rstd, int64_t n, int64_t h);
 /// Row softmax of `rows` rows of n (all −inf rows give zeros).
 void softmax_forward(float* y, const float* x, int64_t rows, int64_t n);
 /// dx = y ⊙ (dy − Σ dy·y) per row.

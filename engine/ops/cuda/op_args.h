@@ -1,5 +1,5 @@
 // Host-side helpers of the GPU ops (cuda_ops.cpp, attention.cpp): device pointers of f32 cuda
-// tensors, and the dropout index of a DropoutKey with the CPU's checks.
+// tensors, and the dropout index of a DropoutKey.
 #pragma once
 
 #include "engine/ops/cuda/dropout_index.h"
@@ -13,9 +13,9 @@ namespace tpsp::cuda {
 float* dptr(Tensor& t, const char* what);
 const float* dptr(const Tensor& t, const char* what);
 
-/// Where a local tensor of `local_shape` sits in the key's global tensor, with the key and p.
-/// ShapeError as engine/ops/cpu/dropout.cpp's dropout_mask: p ∉ [0, 1), ranks that differ, a local
-/// tensor that does not fit; and more than DropoutIndex::kMaxDims dims.
+/// Where a local tensor of `local_shape` sits in the key's global tensor, with the key and p: the
+/// geometry of ops::rules::dropout (its ShapeError for p ∉ [0, 1) or a local tensor that does not fit),
+/// and a ShapeError for more than DropoutIndex::kMaxDims dims (the kernels' limit).
 DropoutIndex make_dropout_index(const Shape& local_shape, float p, const ops::DropoutKey& key);
 
 }  // namespace tpsp::cuda

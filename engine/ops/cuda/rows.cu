@@ -1,4 +1,4 @@
-// Row kernels of the GPU backend: LayerNorm, softmax, the masked softmax of attention and its
+// Row kernels of the GPU backend: LayerNorm, RMSNorm, softmax, the masked softmax of attention and its
 // backward step, cross entropy. One block of kRowThreads threads per row; row sums in double (as
 // engine/ops/cpu, which sums rows in double too, in another order), results rounded once to float.
 // exp is expf (the CPU's softmax uses a polynomial within 1 ulp of it).
@@ -108,6 +108,57 @@ __global__ void layernorm_dparams_kernel(float* dgamma, float* dbeta, const floa
   }
   dgamma[j] = static_cast<float>(dg);
   dbeta[j] = static_cast<float>(db);
+}
+
+/// RMSNorm of row blockIdx.x: rstd = 1/√(Σ x²/h + eps) (squares summed in double: a float32 sum
+/// overflows past |x| ≈ 1.8e19), y = x·rstd·w. engine/ops/cpu/rmsnorm.cpp's float operations in its
+/// order; only the double sum runs in another order.
+__global__ void rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* w, int64_t h,
+                                       float eps) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  const float* px = x + r * h;
+  double sq = 0.0;  // each product of two floats is exact in double, so a contraction into an FMA is too
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) sq += static_cast<double>(px[j]) * px[j];
+  const double ms = block_sum(sq, scratch) / static_cast<double>(h);
+  const float rs = static_cast<float>(1.0 / sqrt(ms + static_cast<double>(eps)));
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) y[r * h + j] = px[j] * rs * w[j];
+  if (threadIdx.x == 0) rstd[r] = rs;
+}
+
+/// dx of row blockIdx.x: x̂ = x·rstd, dx̂ = dy·w, m = (float)(Σ dx̂·x̂ / h) (double sum), then
+/// dx = rstd·(dx̂ − x̂·m) with x̂·m rounded on its own (__fmul_rn: no FMA), as the CPU computes it.
+__global__ void rmsnorm_dx_kernel(float* dx, const float* dy, const float* x, const float* w,
+                                  const float* rstd, int64_t h) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  const float rs = rstd[r];
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+    const float xhat = x[r * h + j] * rs;
+    const float dxhat = dy[r * h + j] * w[j];
+    s += static_cast<double>(dxhat) * xhat;
+  }
+  const float m = static_cast<float>(block_sum(s, scratch) / static_cast<double>(h));
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+    const float xhat = x[r * h + j] * rs;
+    const float dxhat = dy[r * h + j] * w[j];
+    dx[r * h + j] = rs * __fsub_rn(dxhat, __fmul_rn(xhat, m));
+  }
+}
+
+/// One thread per column: dweight[j] += (float)Σ_r dy·x̂, the sum in double in row order (the CPU's
+/// order: the same terms, so the same bits), rounded once, then one f32 add into the buffer.
+__global__ void rmsnorm_dweight_kernel(float* dweight, const float* dy, const float* x, const float* rstd,
+                                       int64_t n, int64_t h) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= h) return;
+  double acc = 0.0;
+  for (int64_t r = 0; r < n; ++r) {
+    const float xhat = x[r * h + j] * rstd[r];
+    acc += static_cast<double>(dy[r * h + j]) * xhat;
+  }
+  dweight[j] += static_cast<float>(acc);
 }
 
 /// Softmax of one row in place in y (already holding the masked scores), all −inf → zeros.
@@ -272,6 +323,21 @@ void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy,
   launched("layernorm_backward dx kernel");
   layernorm_dparams_kernel<<<blocks_for(h), kThreads>>>(dgamma, dbeta, dy, x, mean, rstd, n, h);
   launched("layernorm_backward dgamma/dbeta kernel");
+}
+
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t n, int64_t h, float eps) {
+  if (n == 0 || h == 0) return;
+  rmsnorm_forward_kernel<<<grid(n), kRowThreads>>>(y, rstd, x, w, h, eps);
+  launched("rmsnorm_forward kernel");
+}
+
+void rmsnorm_backward(float* dx, float* dweight, const float* dy, const float* x, const float* w,
+                      const float* rstd, int64_t n, int64_t h) {
+  if (n == 0 || h == 0) return;
+  rmsnorm_dx_kernel<<<grid(n), kRowThreads>>>(dx, dy, x, w, rstd, h);
+  launched("rmsnorm_backward dx kernel");
+  rmsnorm_dweight_kernel<<<blocks_for(h), kThreads>>>(dweight, dy, x, rstd, n, h);
+  launched("rmsnorm_backward dweight kernel");
 }
 
 void softmax_forward(float* y, const float* x, int64_t rows, int64_t n) {

@@ -5,9 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 
+#include "engine/bf16.h"
 #include "engine/device_hooks.h"
 #include "engine/ops/cuda/cuda_check.h"
 
@@ -17,15 +17,11 @@ namespace {
 int g_device = 0;
 
 __device__ uint16_t f32_to_bf16_rne(float f) {
-  const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
-    return static_cast<uint16_t>((u >> 16) | 0x40u);
-  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding) >> 16);
+  return bf16_bits_of_f32_bits(__float_as_uint(f));
 }
 
 __device__ float bf16_bits_to_f32(uint16_t b) {
-  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+  return __uint_as_float(f32_bits_of_bf16(b));
 }
 
 __global__ void fill_f32(float* p, float v, int64_t n) {
@@ -46,16 +42,6 @@ __global__ void f32_to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
 __global__ void bf16_to_f32_kernel(float* dst, const uint16_t* src, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = bf16_bits_to_f32(src[i]);
-}
-
-/// Host-side f32 → bf16 bits, the same rounding (for the fill value).
-uint16_t host_f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
-    return static_cast<uint16_t>((u >> 16) | 0x40u);
-  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
 void* alloc(std::size_t bytes) {
@@ -93,7 +79,7 @@ void fill(void* dst, DType dt, float value, std::size_t n) {
   if (dt == DType::f32)
     fill_f32<<<blocks_for(count), kThreads>>>(static_cast<float*>(dst), value, count);
   else
-    fill_u16<<<blocks_for(count), kThreads>>>(static_cast<uint16_t*>(dst), host_f32_to_bf16(value), count);
+    fill_u16<<<blocks_for(count), kThreads>>>(static_cast<uint16_t*>(dst), f32_to_bf16(value), count);
   check_cuda(cudaGetLastError(), "fill kernel");
 }
 

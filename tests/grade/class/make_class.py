@@ -201,7 +201,7 @@ def attack_forged_all_reduce(b):
 PRIVATE_PUBLIC = {"file": LAB01_MAPPINGS, "from": '#include "engine/tensor_parallel/mappings.h"\n',
                   "to": "#include <mutex>\n#include <string>\n#include <vector>\n#include <map>\n#include <chrono>\n"
                         "#include <memory>\n#include <nlohmann/json.hpp>\n#define private public\n"
-                        "#include \"engine/comm/recorder.h\"\n#undef private\n#include \"engine/ops/elementwise.h\"\n"
+                        "#include \"engine/trace/recorder.h\"\n#undef private\n#include \"engine/ops/elementwise.h\"\n"
                         "#include \"engine/tensor_parallel/mappings.h\"\n"}
 
 

@@ -1,4 +1,4 @@
-#include "engine/trace.h"
+#include "engine/trace/span.h"
 
 #include <atomic>
 #include <mutex>
@@ -9,17 +9,17 @@ namespace tpsp::trace {
 
 namespace {
 std::mutex g_mu;
-std::shared_ptr<comm::Recorder> g_recorder;
+std::shared_ptr<Recorder> g_recorder;
 std::atomic<bool> g_on{false};  // fast path: no lock while tracing is off
 }  // namespace
 
-void install(std::shared_ptr<comm::Recorder> recorder) {
+void install(std::shared_ptr<Recorder> recorder) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_recorder = std::move(recorder);
   g_on = g_recorder != nullptr;
 }
 
-std::shared_ptr<comm::Recorder> installed() {
+std::shared_ptr<Recorder> installed() {
   if (!g_on.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard<std::mutex> lock(g_mu);
   return g_recorder;

@@ -7,14 +7,14 @@
 #include <memory>
 #include <string>
 
-#include "engine/comm/recorder.h"
+#include "engine/trace/recorder.h"
 
 namespace tpsp::trace {
 
 /// Makes `recorder` the process's compute trace (nullptr turns tracing off). Thread-safe.
-void install(std::shared_ptr<comm::Recorder> recorder);
+void install(std::shared_ptr<Recorder> recorder);
 /// The installed recorder, or null.
-std::shared_ptr<comm::Recorder> installed();
+std::shared_ptr<Recorder> installed();
 
 /// Records [construction, destruction) as a compute span `name` ("gemm", "attention",
 /// "layer.forward", …) with `label` into the recorder installed at construction; nothing when none.
@@ -29,7 +29,7 @@ class Span {
   Span& operator=(const Span&) = delete;
 
  private:
-  std::shared_ptr<comm::Recorder> recorder_;
+  std::shared_ptr<Recorder> recorder_;
   const char* name_;
   std::string label_;
   double t_start_ = 0;

@@ -1,4 +1,4 @@
-#include "engine/comm/recorder.h"
+#include "engine/trace/recorder.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "engine/device_hooks.h"
 
-namespace tpsp::comm {
+namespace tpsp::trace {
 
 Recorder::Recorder(int global_rank)
     : global_rank_(global_rank),
@@ -294,4 +294,4 @@ double overlap_fraction(const std::vector<CommRecord>& comm, const std::vector<C
   return total > 0 ? both / total : 0.0;
 }
 
-}  // namespace tpsp::comm
+}  // namespace tpsp::trace

@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "engine/comm/op.h"
+#include "engine/trace/op_kind.h"
 #include "engine/tensor.h"
 
 namespace tpsp {
 struct DeviceHooks;
 }
 
-namespace tpsp::comm {
+namespace tpsp::trace {
 
 /// One recorded call. Times are seconds since the Recorder was created (steady clock).
 struct CommRecord {
@@ -154,4 +154,4 @@ class Recorder {
 /// A record as JSON (every field; op and dtype as names).
 nlohmann::json to_json(const CommRecord& r);
 
-}  // namespace tpsp::comm
+}  // namespace tpsp::trace

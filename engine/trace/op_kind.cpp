@@ -1,6 +1,6 @@
-#include "engine/comm/op.h"
+#include "engine/trace/op_kind.h"
 
-namespace tpsp::comm {
+namespace tpsp::trace {
 
 const char* op_name(OpKind op) {
   switch (op) {
@@ -30,4 +30,4 @@ const char* reduce_op_name(ReduceOp op) {
   return op == ReduceOp::sum ? "sum" : "max";
 }
 
-}  // namespace tpsp::comm
+}  // namespace tpsp::trace
