@@ -9,14 +9,20 @@
 // bound is the f32 one of docs/tolerances.md. A binary of its own: the registration is process-wide.
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <functional>
+#include <random>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "engine/device_hooks.h"
 #include "engine/emulated_device.h"
 #include "engine/error.h"
 #include "engine/ops/matmul.h"
+#include "engine/ops/rmsnorm.h"
 #include "engine/runtime/device_runtime.h"
-#include "engine/trace.h"
+#include "engine/trace/span.h"
 #include "tests/tp/tp_util.h"
 
 using namespace tpsp;
@@ -119,7 +125,7 @@ TEST_CASE("device: a host read of a device tensor raises, naming the rule") {
 
 TEST_CASE("device: a device op's compute span is timed by the device's markers, on the recorder's clock") {
   runtime::activate(runtime::DeviceChoice::cuda_emulated);
-  auto rec = std::make_shared<comm::Recorder>(0);
+  auto rec = std::make_shared<trace::Recorder>(0);
   trace::install(rec);
   const Tensor x = Tensor::full({32, 16}, 1.f).to(Device::cuda),
                w = Tensor::full({8, 16}, 0.5f).to(Device::cuda);
@@ -131,9 +137,9 @@ TEST_CASE("device: a device op's compute span is timed by the device's markers, 
   trace::install(nullptr);
   // The anchor (first device span of this recorder) and the span's start and end markers.
   CHECK(emulated::markers_recorded() - markers == 3);
-  const std::vector<comm::ComputeRecord> spans = rec->compute_records();
+  const std::vector<trace::ComputeRecord> spans = rec->compute_records();
   REQUIRE(spans.size() == 2);
-  const comm::ComputeRecord& d = spans[0].t_start < spans[1].t_start ? spans[0] : spans[1];
+  const trace::ComputeRecord& d = spans[0].t_start < spans[1].t_start ? spans[0] : spans[1];
   CHECK(d.name == "gemm");
   CHECK(d.label == "forward");
   CHECK(before <= d.t_start);
@@ -144,7 +150,8 @@ TEST_CASE("device: a device op's compute span is timed by the device's markers, 
 }
 
 namespace {
-// A device clock whose reading of marker 5 (the second span's end) fails (a device error), counting every release.
+// A device clock whose reading of marker 5 (the second span's end) fails (a device error), counting every
+// release.
 int g_released[8] = {};
 void* counting_record() {
   static intptr_t next = 0;
@@ -165,7 +172,7 @@ TEST_CASE("device: a device error while resolving spans releases every marker on
   h.event_elapsed_s = failing_elapsed;
   h.event_release = counting_release;
   {
-    comm::Recorder rec(0);
+    trace::Recorder rec(0);
     rec.set_device_anchor(&h);                                                       // marker 1
     rec.append_device_compute("gemm", "a", h.event_record(), h.event_record(), &h);  // 2, 3
     rec.append_device_compute("gemm", "b", h.event_record(), h.event_record(), &h);  // 4, 5
@@ -174,4 +181,88 @@ TEST_CASE("device: a device error while resolving spans releases every marker on
   }  // the destructor releases what is left
   for (int m = 1; m <= 5; ++m)
     CHECK_MESSAGE(g_released[m] == 1, "marker ", m, " released ", g_released[m], " times");
+}
+
+namespace {
+/// A cpu tensor uniform in [lo, hi) from a fixed-seed mt19937.
+Tensor uniform(const Shape& shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = dist(gen);
+  return t;
+}
+
+/// Checks that `dev` is a device tensor with the same dtype, shape and bytes as the cpu tensor `cpu`.
+void check_same_bits(const Tensor& dev, const Tensor& cpu, const char* what) {
+  CHECK_MESSAGE(dev.device() == Device::cuda, what, " is not on the device");
+  const Tensor got = dev.to(Device::cpu);
+  REQUIRE_MESSAGE(got.dtype() == cpu.dtype(), what);
+  REQUIRE_MESSAGE(got.shape() == cpu.shape(), what);
+  CHECK_MESSAGE(std::memcmp(got.raw_data(), cpu.raw_data(), cpu.nbytes()) == 0, what,
+                " differs from the CPU's");
+}
+
+/// The message of the ShapeError that f raises ("" when it raises none).
+std::string shape_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ShapeError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("device: rmsnorm forward and backward equal the CPU's bit for bit, and so do its errors") {
+  runtime::activate(runtime::DeviceChoice::cuda_emulated);
+  const Device cuda = Device::cuda;
+  const Tensor x = uniform({3, 5, 40}, 51, -2.f, 3.f), w = uniform({40}, 52, 0.5f, 1.5f),
+               dy = uniform({3, 5, 40}, 53);
+  const ops::RMSNormOut cpu = ops::rmsnorm_forward(x, w, 1e-5f);
+  const ops::RMSNormOut dev = ops::rmsnorm_forward(x.to(cuda), w.to(cuda), 1e-5f);
+  check_same_bits(dev.y, cpu.y, "y");
+  check_same_bits(dev.rstd, cpu.rstd, "rstd");
+  Tensor dw_cpu = uniform({40}, 54), dw_dev = dw_cpu.to(cuda);  // buffers holding a micro-batch's sum
+  const Tensor dx_cpu = ops::rmsnorm_backward(dy, x, w, cpu.rstd, dw_cpu);
+  const Tensor dx_dev = ops::rmsnorm_backward(dy.to(cuda), x.to(cuda), w.to(cuda), dev.rstd, dw_dev);
+  check_same_bits(dx_dev, dx_cpu, "dx");
+  check_same_bits(dw_dev, dw_cpu, "dweight (accumulated)");
+  const Tensor xb = x.to(DType::bf16), wb = w.to(DType::bf16);
+  check_same_bits(ops::rmsnorm_forward(xb.to(cuda), wb.to(cuda)).y, ops::rmsnorm_forward(xb, wb).y,
+                  "y (bf16)");
+
+  // Each rule's message, raised by the dispatch before any device work: the same text on both devices.
+  const auto bad_calls = std::vector<std::function<void(Device)>>{
+      [&](Device d) { ops::rmsnorm_forward(Tensor(Shape{}).to(d), w.to(d)); },
+      [&](Device d) { ops::rmsnorm_forward(x.to(d), Tensor({3}).to(d)); },
+      [&](Device d) { ops::rmsnorm_forward(x.to(d), w.to(d), -1.f); },
+      [&](Device d) {
+        Tensor g = Tensor({40}).to(d);
+        ops::rmsnorm_backward(Tensor({3, 5, 41}).to(d), x.to(d), w.to(d), cpu.rstd.to(d), g);
+      },
+      [&](Device d) {
+        Tensor g = Tensor({40}).to(d);
+        ops::rmsnorm_backward(dy.to(d), x.to(d), Tensor({39}).to(d), cpu.rstd.to(d), g);
+      },
+      [&](Device d) {
+        Tensor g = Tensor({40}).to(d);
+        ops::rmsnorm_backward(dy.to(d), x.to(d), w.to(d), Tensor({14}).to(d), g);
+      },
+      [&](Device d) {
+        Tensor g = Tensor({41}).to(d);
+        ops::rmsnorm_backward(dy.to(d), x.to(d), w.to(d), cpu.rstd.to(d), g);
+      },
+      [&](Device d) {
+        Tensor g({40}, DType::bf16, d);
+        ops::rmsnorm_backward(dy.to(d), x.to(d), w.to(d), cpu.rstd.to(d), g);
+      },
+  };
+  for (std::size_t i = 0; i < bad_calls.size(); ++i) {
+    const std::string on_cpu = shape_error_of([&] { bad_calls[i](Device::cpu); });
+    const std::string on_dev = shape_error_of([&] { bad_calls[i](cuda); });
+    CAPTURE(i);
+    CHECK_MESSAGE(on_cpu.rfind("rmsnorm_", 0) == 0, "the CPU raised no rmsnorm ShapeError: '", on_cpu, "'");
+    CHECK(on_dev == on_cpu);
+  }
 }

@@ -4,8 +4,9 @@
 // absolute and relative); GELU's tanh is the CPU's rational (≤ 3.6e-7 from tanhf) against tanhf;
 // softmax's exp is a polynomial within 1 ulp of expf against expf (1e-6); reductions the CPU and
 // GPU both do in double and round once (LayerNorm statistics, bias and LayerNorm parameter
-// gradients, cross entropy) differ by at most an ulp or two (1e-6 relative). Ops that add the same
-// floats in the same order (embedding, element-wise adds, AdamW's IEEE sequence) are bit-identical.
+// gradients, cross entropy, RMSNorm's statistics and gradients) differ by at most an ulp or two (1e-6
+// relative). Ops that add the same floats in the same order (embedding, element-wise adds, AdamW's IEEE
+// sequence, RMSNorm's dweight from the same rstd) are bit-identical.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "engine/error.h"
 #include "engine/ops/ops.h"
+#include "engine/ops/rmsnorm.h"
 #include "tests/gpu/gpu_test.h"
 
 using namespace tpsp;
@@ -98,6 +100,32 @@ TEST_CASE("ops: LayerNorm forward and backward") {
   expect_close(gr.dx, wg.dx, 1e-5, 1e-5, "dx");
   expect_close(gr.dgamma, wg.dgamma, 1e-5, 1e-6, "dgamma");
   expect_close(gr.dbeta, wg.dbeta, 1e-5, 1e-6, "dbeta");
+}
+
+TEST_CASE("ops: RMSNorm forward and backward (dweight accumulates into its buffer)") {
+  gpu_test::require_gpu();
+  const Tensor x = rand_cpu({6, 2, 80}, 30, -2.f, 3.f), w = rand_cpu({80}, 31, 0.5f, 1.5f);
+  const Tensor dy = rand_cpu({6, 2, 80}, 32), dw0 = rand_cpu({80}, 33);
+  const ops::RMSNormOut o = ops::rmsnorm_forward(dev(x), dev(w), 1e-5f);
+  const ops::RMSNormOut want = ops::rmsnorm_forward(x, w, 1e-5f);
+  // rstd: the squares summed in double on both (in another order), rounded once: ≤ 1 ulp. y = x·rstd·w
+  // is two products on both (nothing to contract): ≤ 3 ulp.
+  expect_close(o.y, want.y, 1e-6, 1e-6, "y");
+  expect_close(o.rstd, want.rstd, 1e-7, 1e-6, "rstd");
+  Tensor dw_cpu = dw0.clone(), dw_dev = dev(dw0);  // buffers that already hold a micro-batch's sum
+  const Tensor dx = ops::rmsnorm_backward(dev(dy), dev(x), dev(w), o.rstd, dw_dev);
+  const Tensor dx_want = ops::rmsnorm_backward(dy, x, w, want.rstd, dw_cpu);
+  // dx = rstd·(dx̂ − x̂·m): rstd and m ≤ 1 ulp apart, the rest the CPU's roundings (no FMA); atol where
+  // the difference cancels. dweight: double column sums of x̂ that are ≤ 1 ulp apart.
+  expect_close(dx, dx_want, 1e-6, 1e-6, "dx");
+  expect_close(dw_dev, dw_cpu, 1e-6, 1e-6, "dweight accumulates");
+  // From the same rstd, dweight sums the same f32 terms in the same (row) order: the same bits.
+  Tensor same_cpu = dw0.clone(), same_dev = dev(dw0);
+  ops::rmsnorm_backward(dy, x, w, want.rstd, same_cpu);
+  ops::rmsnorm_backward(dev(dy), dev(x), dev(w), dev(want.rstd), same_dev);
+  expect_identical(same_dev, same_cpu, "dweight from the CPU's rstd");
+  const Tensor empty = ops::rmsnorm_forward(dev(Tensor({0, 80})), dev(w)).y;  // no launch for zero rows
+  CHECK(empty.shape() == Shape{0, 80});
 }
 
 TEST_CASE("ops: softmax forward and backward, with an all -inf row") {
