@@ -18,7 +18,7 @@ set(kit_libs ${BLAS_LIBRARIES} $<TARGET_FILE:gloo> $<TARGET_FILE:fmt::fmt>)
 list(JOIN kit_flags "\", \"" kit_flags_json)
 list(JOIN kit_libs "\", \"" kit_libs_json)
 file(GENERATE OUTPUT ${TPSP_KIT_DIR}/kit.json
-     CONTENT "{\"cxx\": \"${CMAKE_CXX_COMPILER}\", \"cxxflags\": [\"${kit_flags_json}\"], \"libs\": [\"${kit_libs_json}\"], \"ldflags\": [\"-rdynamic\", \"-pthread\", \"-Wl,-z,now\"], \"registry\": ${TPSP_LABS_JSON}}\n")
+     CONTENT "{\"cxx\": \"${CMAKE_CXX_COMPILER}\", \"cxxflags\": [\"${kit_flags_json}\"], \"libs\": [\"${kit_libs_json}\"], \"ldflags\": [\"-pthread\", \"-Wl,-z,now\"], \"registry\": ${TPSP_LABS_JSON}}\n")
 if(TPSP_SANITIZE)
   set(kit_all "")
 else()

@@ -236,7 +236,9 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   }
   std::error_code ec;
   if (!fs::create_directory(store, ec) || (confine && !hand_over(store, confine->uid))) return 1;
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The grader's logs are root's alone (0600): a rank under ./grade's confinement reads neither its peers'
+  // lines nor the witness relay's record.
+  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (log < 0) return 1;
   if (!relay_log.empty()) {
     if (!relay.start(world, relay_log)) {
@@ -338,7 +340,7 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -495,8 +495,12 @@ class Relay {
 }  // namespace
 
 void serve_witness_relay(const std::vector<int>& fds, const std::string& log_path) {
-  std::FILE* log = std::fopen(log_path.c_str(), "we");
-  if (!log) return;
+  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // root's alone
+  std::FILE* log = fd < 0 ? nullptr : ::fdopen(fd, "w");
+  if (!log) {
+    if (fd >= 0) ::close(fd);
+    return;
+  }
   Relay(fds, log).run();
   std::fclose(log);
 }

@@ -19,6 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools/grade"))
 import build  # noqa: E402
+import symbols  # noqa: E402
 import submissions  # noqa: E402
 
 REGISTRY = json.loads((REPO / "labs/labs.json").read_text())
@@ -115,33 +116,128 @@ class IntakeTest(unittest.TestCase):
         self.assertFalse(list(self.staging.glob(".unpack-*")), "the unpack folder is removed")
 
 
+class CompileErrorTest(unittest.TestCase):
+    """A compile error shows the student only the submission's own files (and public headers): an #include
+    of a host file readable in the build's root must not print that file into build.log's excerpt."""
+
+    def test_a_host_file_quoted_by_the_compiler_is_left_out(self):
+        lines = ["/grade/src/lab01_tp_layers/layers.cpp:3:10: error: 'foo' was not declared",
+                 "    3 |   foo();", "      |   ^~~",
+                 "In file included from /grade/src/lab01_tp_layers/layers.cpp:1:",
+                 "/etc/passwd:1:5: error: expected unqualified-id before ':' token",
+                 "    1 | root:x:0:0:root:/root:/bin/bash", "      |     ^",
+                 "/usr/include/c++/12/vector:66: note: in a system header", "compilation terminated."]
+        out = build.own_diagnostics(lines)
+        self.assertNotIn("root:x:0:0", "\n".join(out))
+        self.assertNotIn("/etc/passwd", "\n".join(out))
+        self.assertIn("    3 |   foo();", out)
+        self.assertIn("/usr/include/c++/12/vector:66: note: in a system header", out)
+        self.assertIn("(a message about a file outside the submission, left out)", out)
+
+
+def runtime_libraries():
+    """The C and C++ runtime libraries a rank program links, as the grader finds them."""
+    libs = []
+    for name in ("libstdc++.so.6", "libm.so.6", "libc.so.6", "libgcc_s.so.1"):
+        path = subprocess.run(["c++", f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+        if Path(path).is_file():
+            libs.append(Path(path))
+    return libs
+
+
 class SymbolRuleTest(unittest.TestCase):
-    """build.check_object on small objects: what a dishonest lab file needs is refused by name."""
+    """symbols.check_object on small objects: what a dishonest lab file needs is refused by name. The
+    object stands for lab01's layers.cpp, whose skeleton defines `twice(int)` (its only export here)."""
+
+    LIBRARIES = symbols.library_exports(runtime_libraries())
 
     def obj(self, code):
         tmp = Path(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, tmp)
         (tmp / "f.cpp").write_text(code)
         subprocess.run(["c++", "-std=c++20", "-O1", "-I", str(REPO), "-c", "f.cpp", "-o", "f.o"], cwd=tmp, check=True)
-        return build.check_object(tmp / "f.o", Path("/grade/src/lab01_tp_layers/layers.cpp"))
+        ctx = symbols.LinkContext(exports={"_Z5twicei"}, library_symbols=self.LIBRARIES)
+        return symbols.check_object(tmp / "f.o", Path("/grade/src/lab01_tp_layers/layers.cpp"), ctx)
 
     def test_a_plain_computation_passes(self):
-        self.assertEqual(self.obj("int twice(int x) { return 2 * x; }\n"), "")
+        ok = ("#include <cmath>\n#include <stdexcept>\n#include <string>\n#include <vector>\n#include <cstdio>\n"
+              "static float helper(float x) { return std::sqrt(x) + std::tanh(x); }\n"
+              "namespace { std::vector<float> squares(int n) { std::vector<float> v; for (int i = 0; i < n; ++i)"
+              " v.push_back(helper(float(i))); return v; } }\n"
+              "static std::string& label() { static std::string s(40, 'x'); return s; }  // a destructor at exit\n"
+              "int twice(int x) { auto v = squares(x); std::string s = std::to_string(v.size());"
+              " if (x < 0) { std::fprintf(stderr, \"%s\\n\", s.c_str()); throw std::runtime_error(s); }"
+              " return 2 * x + int(s.size() + label().size()); }\n")
+        self.assertEqual(self.obj(ok), "")
 
     def test_each_route_out_is_refused(self):
         cases = {
             "writes the communication record": '#include "engine/trace/recorder.h"\n'
                                                "void f(tpsp::trace::Recorder& r) { r.set_enabled(false); }\n",
-            "opens files": "#include <fstream>\nint f() { std::ifstream in(\"/x\"); return in.good(); }\n",
+            "opens files": "#include <fstream>\nstatic int f() { std::ifstream in(\"/x\"); return in.good(); }\n"
+                           "int twice(int x) { return f() + x; }\n",
             "reads files through the engine's data loader":
                 '#include "engine/train/data.h"\n'
                 'long f() { tpsp::train::ByteDataset d("/proc/self/cmdline"); return long(d.size()); }\n',
-            "starts or controls processes": "#include <unistd.h>\nint f() { return fork(); }\n",
+            "starts or controls processes": "#include <unistd.h>\nint twice(int) { return fork(); }\n",
             "reaches outside": "#include <cstdlib>\nconst char* f() { return std::getenv(\"X\"); }\n",
             "makes raw system calls": "long f() { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); return r; }\n",
         }
         for why, code in cases.items():
             self.assertIn(why, self.obj(code), why)
+
+    def test_code_outside_the_labs_functions_is_refused(self):
+        # issue attacks: a constructor that reads argv (the seed), an exit handler that rewrites result.json
+        cases = {
+            "__attribute__((constructor))": "static volatile int argc_seen;\n__attribute__((constructor)) static void "
+                                            "c(int argc, char**, char**) { argc_seen = argc; }\n"
+                                            "int twice(int x) { return 2 * x + argc_seen; }\n",
+            "a global with a constructor": "#include <string>\nstatic std::string g = std::string(40, 'x');\n"
+                                           "int twice(int x) { return x + int(g.size()); }\n",
+        }
+        for what, code in cases.items():
+            why = self.obj(code)
+            self.assertIn("runs code before main() or at exit", why, what)
+        self.assertIn("registers code to run at exit", self.obj("#include <cstdlib>\nstatic void h() {}\n"
+                                                                "int twice(int x) { std::atexit(h); return x; }\n"))
+
+    def test_a_replaced_library_function_is_refused(self):
+        # issue attack 2: the recorder's clock replaced (a strong and a weak definition), and libc's clock
+        cases = {
+            "steady_clock::now strong": "#include <chrono>\nnamespace std::chrono { inline namespace _V2 {\n"
+                                        "steady_clock::time_point steady_clock::now() noexcept { return {}; } } }\n",
+            "clock_gettime weak": "#include <ctime>\nextern \"C\" __attribute__((weak)) int clock_gettime(clockid_t,"
+                                  " timespec*) noexcept { return 0; }\n",
+            "operator new": "#include <cstdlib>\n#include <new>\nvoid* operator new(std::size_t n) { return std::malloc(n); }\n",
+        }
+        for what, code in cases.items():
+            self.assertIn("replaces a function of a library", self.obj(code), what)
+
+    def test_an_explicit_specialization_in_the_submission_is_found(self):
+        # the one way to give a library's template instance a body of the file's own (then defined weak
+        # beside libstdc++'s copy); in a system header it is the library's own business
+        text = ('# 1 "/grade/src/lab01_tp_layers/layers.cpp"\nint a;\n# 1 "/usr/include/c++/12/string" 1\n'
+                'template<> struct hash<int>;\n# 3 "/grade/src/lab01_tp_layers/layers.cpp" 2\nint b;\n'
+                "template <> void std::__cxx11::basic_string<char>::_M_dispose() {}\n")
+        self.assertEqual(symbols.explicit_specializations(text, ("/grade/src/",)), ["lab01_tp_layers/layers.cpp:4"])
+        self.assertEqual(symbols.explicit_specializations("int a;\n", ("/grade/src/",)), [])
+
+    def test_a_helper_with_external_linkage_is_named(self):
+        why = self.obj("int helper(int x) { return x + 1; }\nint twice(int x) { return 2 * helper(x); }\n")
+        self.assertIn("defines with external linkage what is not one of its lab's functions", why)
+        self.assertIn("helper(int)", why)
+
+    def test_unlisted_functions_and_glibc_aliases_are_refused(self):
+        # issue attack 3 wrote result.json through __open; getdents64 lists folders; __libc_system ran a shell
+        for name, decl in {"__open": "int __open(const char*, int, ...);",
+                           "getdents64": "long getdents64(int, void*, unsigned long);",
+                           "__libc_system": "int __libc_system(const char*);",
+                           "sched_yield": "int sched_yield();"}.items():
+            call = {"__open": '__open("/x", 0)', "getdents64": "int(getdents64(3, nullptr, 0))",
+                    "__libc_system": '__libc_system("id")', "sched_yield": "sched_yield()"}[name]
+            why = self.obj(f'extern "C" {decl}\nint twice(int x) {{ return x + {call}; }}\n')
+            self.assertIn("calls what a lab's code may not use", why, name)
+            self.assertIn(name, why, name)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import symbols
+
 KIT, SRC, BUILD = Path("/grade/kit"), Path("/grade/src"), Path("/grade/build")
 PROGRAM = BUILD / "tpsp-lab-ranks"
 ALLOWED_DEPS = ("/grade/src/", "/grade/kit/include/", "/grade/kit/skeletons/", "/usr/include/", "/usr/lib/gcc/",
@@ -26,57 +28,6 @@ ALLOWED_DEPS = ("/grade/src/", "/grade/kit/include/", "/grade/kit/skeletons/", "
 COMPILE_UID = 65534          # nobody: the compiler reads only what anybody may read
 COMPILE_SECONDS = 300        # per file (wall and CPU)
 COMPILE_MEMORY = 4 << 30     # RLIMIT_AS of the compiler, bytes
-
-
-# What a lab's code has no use for and a dishonest one needs: writing the grader's evidence itself (the
-# communication record, compute spans, result files), reading other runs' files or the grading inputs,
-# starting other programs, talking outside the process group. A lab file whose object names one of
-# these (called, or instantiated) is not used; one that holds a system-call instruction neither.
-FORBIDDEN_SYMBOLS = [
-    # Every Recorder member: writing it forges the evidence, reading it lets a forgery match the real calls
-    # (attack12: a device span placed inside a gather's issue-to-wait window); lab code never needs it.
-    (re.compile(r"tpsp::trace::Recorder::"),
-     "reads or writes the communication record (the grader's evidence of what was communicated)"),
-    (re.compile(r"tpsp::trace::(install|installed|Span::Span)\b"),
-     "writes compute spans (the grader's evidence of overlap)"),
-    # A device's tables decide how storage is copied and how spans are timed (a fake clock forges them).
-    (re.compile(r"tpsp::register_device_hooks\b|tpsp::device_hooks\b|tpsp::require_device_hooks\b|"
-                r"tpsp::ops::register_device_ops\b|tpsp::ops::device_ops\b|tpsp::emulated::|tpsp::runtime::|"
-                r"tpsp::cuda::register_backend\b"),
-     "installs or reaches a device's storage, ops or clock (the run's device is the grader's choice)"),
-    (re.compile(r"tpsp::checkers::|tpsp::io::|write_chrome_trace"),
-     "calls the rank program's own code (the scenarios, the dumps, result files)"),
-    # The training data loader opens any path it is given and returns its bytes (found by an attack,
-    # 2026-12-02: ByteDataset on a sibling run's dump, whose path /proc/self/cmdline names).
-    (re.compile(r"tpsp::train::"), "reads files through the engine's data loader (a lab's code reads only tensors)"),
-    (re.compile(r"\bbasic_(o|i|)fstream\b|\bbasic_filebuf\b|\bstd::filesystem::|"
-                r"^(fopen|fopen64|freopen|freopen64|fdopen|open|open64|openat|openat64|__open_2|__open64_2|"
-                r"__openat_2|creat|creat64|opendir|fdopendir|readlink|readlinkat|unlink|unlinkat|rename|renameat|"
-                r"renameat2|mkdir|mkdirat|chdir|fchdir|chroot|truncate|ftruncate|"
-                # entries made or listed without opening a file: names are a channel too (attack o, r)
-                r"symlink|symlinkat|link|linkat|mkfifo|mkfifoat|mknod|mknodat|glob|glob64|globfree|globfree64|"
-                r"scandir|scandir64|scandirat|scandirat64|readdir|readdir64|nftw|nftw64|ftw|ftw64|"
-                r"stat|stat64|lstat|lstat64|fstatat|fstatat64|statx|__xstat|__xstat64|__lxstat|__lxstat64|"
-                r"__fxstatat|__fxstatat64|statfs|statfs64|statvfs|statvfs64|access|faccessat|euidaccess|eaccess|"
-                r"chmod|fchmod|fchmodat|lchmod|chown|fchown|fchownat|lchown|utime|utimes|lutimes|futimes|"
-                r"utimensat|futimens|setxattr|lsetxattr|fsetxattr|getxattr|lgetxattr|fgetxattr|listxattr|"
-                r"llistxattr|flistxattr|removexattr|lremovexattr|fremovexattr|realpath|canonicalize_file_name)$"),
-     "opens files or folders (a lab's code reads and writes only tensors)"),
-    (re.compile(r"^(fork|_Fork|vfork|clone|clone3|execv|execve|execveat|execvp|execvpe|execl|execlp|execle|fexecve|"
-                r"posix_spawn|posix_spawnp|system|popen|daemon|setsid|setpgid|ptrace|kill|tgkill|tkill|killpg|"
-                r"signal|sigaction|prctl|unshare|setns|process_vm_readv|process_vm_writev|pidfd_open|dlopen|dlsym|"
-                r"dlvsym|syscall|wordexp|wordfree)$"),
-     "starts or controls processes, or makes raw system calls"),
-    (re.compile(r"^(socket|socketpair|connect|bind|listen|accept|accept4|sendto|recvfrom|sendmsg|recvmsg|mmap|mmap64|"
-                r"mprotect|shm_open|shmget|shmat|msgget|semget|mq_open|getenv|secure_getenv|environ|__environ|"
-                r"setenv|unsetenv|putenv|clearenv|"
-                r"program_invocation_name|program_invocation_short_name|__progname|__libc_argv|"
-                r"sigqueue|sigtimedwait|sigwaitinfo|sigwait|sigprocmask|pthread_sigmask|pthread_kill|"
-                r"sched_setaffinity|sched_getaffinity|setpriority|getpriority|prlimit|prlimit64|"
-                r"setrlimit|getrlimit|ioprio_set|ioprio_get)$"),
-     "reaches outside the process group's calls (sockets, shared memory, the environment)"),
-]
-SYSCALL_INSTRUCTION = re.compile(r"\s(syscall|sysenter|int\s+\$0x80)\b")
 
 
 class KitBroken(Exception):
@@ -122,26 +73,43 @@ def _check_deps(dep_file: Path, source: Path) -> None:
                               "only the engine's headers, the standard library and the submission's own files")
 
 
-def check_object(obj: Path, source: Path) -> str:
-    """"" when the object of a submission's lab file names nothing of FORBIDDEN_SYMBOLS and holds no
-    system-call instruction; else the rule broken, with the symbols (what the student reads)."""
-    names = subprocess.run(["nm", "-C", "--format=posix", str(obj)], capture_output=True, text=True).stdout
-    found = {}
-    for line in names.splitlines():  # POSIX format: "<name> <type letter> [<value> [<size>]]"
-        m = re.match(r"^(.*?) [A-Za-z?](?: +[0-9a-fA-F]*)*\s*$", line)
-        bare = (m.group(1) if m else line).split("(")[0].split("@")[0]
-        for pattern, why in FORBIDDEN_SYMBOLS:
-            if pattern.search(bare):
-                found.setdefault(why, set()).add(bare)
-    code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)], capture_output=True, text=True).stdout
-    if SYSCALL_INSTRUCTION.search(code):
-        found.setdefault("makes raw system calls", set()).add("a syscall instruction")
-    if not found:
-        return ""
-    rel = source.relative_to(source.parents[1])
-    lines = [f"  {why}: {', '.join(sorted(symbols)[:6])}" for why, symbols in found.items()]
-    return f"{rel} may not be used: it\n" + "\n".join(lines) + (
-        "\n(a lab's code computes with tensors and the process group's calls only: docs/grading.md)")
+PUBLIC_SOURCES = ("/grade/src/", "/grade/kit/", "/usr/include/", "/usr/lib/gcc/", "/usr/local/include/")
+DIAGNOSTIC = re.compile(r"^(?:In file included from |\s+from )?(/[^:\s]+|[^/\s][^:\s]*):")
+EXCERPT = re.compile(r"^\s*(\d+\s*)?\|")
+
+
+def own_diagnostics(lines: list[str]) -> list[str]:
+    """The compiler's messages with each one located in a file other than the submission's, the kit's or
+    the system's headers left out, with the source lines it quotes: an #include of a host file must not
+    print that file into the student's report (the build runs where such files may be readable)."""
+    out, keep = [], True
+    for line in lines:
+        if EXCERPT.match(line):
+            if keep:
+                out.append(line)
+            continue
+        m = DIAGNOSTIC.match(line)
+        if m:
+            path = os.path.normpath(m.group(1) if m.group(1).startswith("/") else str(BUILD / "obj" / m.group(1)))
+            keep = path.startswith(PUBLIC_SOURCES)
+            out.append(line if keep else "(a message about a file outside the submission, left out)")
+        else:
+            out.append(line)
+    return [line for i, line in enumerate(out) if i == 0 or line != out[i - 1]]
+
+
+def link_context(kit: dict) -> symbols.LinkContext:
+    """The libraries the program links (the kit's and the compiler's runtime) and what the kit defines:
+    a lab object may define neither a library's symbol that the kit lacks, nor anything its skeleton
+    does not define (symbols.py)."""
+    libs = [Path(lib) for lib in kit["libs"] if ".so" in Path(lib).name]
+    for runtime in ("libstdc++.so.6", "libm.so.6", "libc.so.6", "libgcc_s.so.1"):
+        found = subprocess.run([kit["cxx"], f"-print-file-name={runtime}"], capture_output=True,
+                               text=True).stdout.strip()
+        if found and Path(found).is_file():
+            libs.append(Path(found))
+    kit_symbols = {name for name, _ in symbols.defined_globals(KIT / "lib/libtpsp_grade_kit.a")}
+    return symbols.LinkContext(library_symbols=symbols.library_exports(libs), kit_symbols=kit_symbols)
 
 
 def _stamp(kit_text: str, sources: dict[str, list[tuple[str, Path, Path]]]) -> str:
@@ -157,6 +125,7 @@ class _Compiler:
 
     def __init__(self, kit: dict, obj_dir: Path, out, symbol_rule: bool):
         self.kit, self.obj_dir, self.out, self.symbol_rule = kit, obj_dir, out, symbol_rule
+        self.context = link_context(kit) if symbol_rule else None
         self.env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": "/tmp"}
         self.launcher = []
         if shutil.which("ccache") and Path("/grade/ccache").is_dir():
@@ -172,8 +141,9 @@ class _Compiler:
             self.out.write(f"(stopped after {COMPILE_SECONDS} s)\n")
             return -1
 
-    def compile(self, stem: str, src: Path) -> str:
-        """Compiles `src` to OBJ/<stem>.o; returns "" or why it may not be used (errors, a forbidden read)."""
+    def compile(self, stem: str, src: Path, skeleton: Path | None = None) -> str:
+        """Compiles `src` to OBJ/<stem>.o; returns "" or why it may not be used (errors, a forbidden read,
+        the symbol rule against `skeleton`'s definitions)."""
         obj, dep = self.obj_dir / f"{stem}.o", self.obj_dir / f"{stem}.d"
         mark = self.out.tell()
         self.out.write(f"$ compile {src}\n")
@@ -183,13 +153,26 @@ class _Compiler:
             self.out.flush()
             with open(self.out.name, errors="replace") as log:
                 log.seek(mark)
-                errors = [line for line in log.read().splitlines()[1:] if line.strip()]
+                errors = own_diagnostics([line for line in log.read().splitlines()[1:] if line.strip()])
             return f"{src.relative_to(src.parents[1])} does not compile:\n" + "\n".join(errors[-60:])
         try:
             _check_deps(dep, src)
         except BuildFailed as e:
             return str(e)
-        return "" if src.is_relative_to(KIT) or not self.symbol_rule else check_object(obj, src)
+        if src.is_relative_to(KIT) or not self.symbol_rule:
+            return ""
+        preprocessed = subprocess.run([self.kit["cxx"], *self.kit["cxxflags"], "-I", str(KIT / "include"), "-E",
+                                       str(src)], capture_output=True, text=True, env=self.env, preexec_fn=_limits,
+                                      timeout=COMPILE_SECONDS).stdout
+        if where := symbols.explicit_specializations(preprocessed, (str(SRC) + "/",)):
+            return (f"{src.relative_to(src.parents[1])} may not be used: it writes an explicit specialization "
+                    f"(template <>) at {', '.join(where[:6])}, which could replace a library's function "
+                    "(a lab's code needs none: docs/grading.md)")
+        if why := self.compile(f"skeleton__{stem}", skeleton):
+            raise KitBroken(f"the skeleton {skeleton.name} does not compile with this kit: {why}")
+        self.context.exports = {n for n, kind in symbols.defined_globals(self.obj_dir / f"skeleton__{stem}.o")
+                                if kind in symbols.STRONG}
+        return symbols.check_object(obj, src, self.context)
 
 
 def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
@@ -198,7 +181,7 @@ def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
     reads a forbidden file) is built from its skeletons instead, so the other labs are still graded.
     Concurrent tasks of one submission wait for each other (a lock in the tree).
     Raises BuildFailed when the program does not link. `symbol_rule` False (tests of the sandbox's
-    other layers only) skips check_object.
+    other layers only) skips symbols.check_object.
     """
     kit_text = (KIT / "kit.json").read_text()
     kit = json.loads(kit_text)
@@ -221,8 +204,8 @@ def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
             cc = _Compiler(kit, obj_dir, out, symbol_rule)
             for lab, files in sources.items():
                 why = ""
-                for stem, src, _ in files:
-                    why = why or cc.compile(stem, src)
+                for stem, src, skeleton in files:
+                    why = why or cc.compile(stem, src, skeleton)
                 if why:  # the lab's skeletons instead: its runs say "not implemented", the others are graded
                     broken[lab] = why
                     for stem, _, skeleton in files:
@@ -230,9 +213,10 @@ def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
                             raise KitBroken(f"the skeleton of {lab} does not compile with this kit: {why_not}")
                 objects += [str(obj_dir / f"{stem}.o") for stem, _, _ in files]
             out.write("$ link tpsp-lab-ranks\n")
-            link = [kit["cxx"], *kit["ldflags"], "-o", str(obj_dir / "tpsp-lab-ranks"), *objects,
-                    "-Wl,--whole-archive", str(KIT / "lib/libtpsp_grade_kit.a"), "-Wl,--no-whole-archive",
-                    *kit["libs"]]
+            # The kit first: where a lab object and the kit both hold an inline function or a template
+            # instance, the kit's copy is the one the program keeps (symbols.py).
+            link = [kit["cxx"], *kit["ldflags"], "-o", str(obj_dir / "tpsp-lab-ranks"), "-Wl,--whole-archive",
+                    str(KIT / "lib/libtpsp_grade_kit.a"), "-Wl,--no-whole-archive", *objects, *kit["libs"]]
             if cc.run(link) != 0:
                 raise BuildFailed("the submission does not link (a missing or doubly defined function):\n"
                                   + _tail(log))

@@ -221,10 +221,12 @@ def attack_witness_fields(b):
     body = source("i_witness_byte_source.cpp.in", b.params)
     edits = [PRIVATE_PUBLIC, {"file": LAB01_MAPPINGS, "from": "  return _reduce(x, tp, label);\n", "to": body}]
     files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, edits, "attack (i)")
-    b.add("attack-witness-fields", files, {"lab01": "fail"},
+    # Refused at build since the symbol rule is an allow-list; without the rule, the witness judge fails it.
+    b.add("attack-witness-fields", files, {"lab01": "build_error"},
           "(i) g's all_gather + local sum really carried and recorded, but its issue time set before the first phase "
           "(filed under 'setup', which the pattern skips) and a real 1-float all_reduce recorded with the whole "
-          "tensor's bytes: the judge compares phases and checks tensor_bytes against the shape")
+          "tensor's bytes: the judge compares phases and checks tensor_bytes against the shape",
+          without_symbol_rule={"lab01": "fail"})
 
 
 def attack_group_of_one(b):
@@ -294,6 +296,28 @@ def attack_leak_seed(b):
           without_symbol_rule={"lab01": "fail"})
 
 
+def attack_outside_the_lab_functions(b):
+    """The issue's three attacks (t, u, v) on grading trust, each on top of lab01's g_missing so that only
+    the attack could make it pass: code before main() reading argv, the steady clock replaced, result.json
+    rewritten at exit through a glibc alias. The symbol rule refuses each at build; built without it they
+    fail (the attack bodies here only reach the point the rule refuses)."""
+    g_missing = json.loads((b.repo / "checkers/mutants/lab01/g_missing.json").read_text())["edits"]
+    for name, snippet, why in [
+        ("attack-constructor-reads-argv", "t_constructor_reads_argv.cpp.in",
+         "(t) a constructor receives argv before main() and keeps the grading seed (with which every rank can "
+         "rebuild every rank's inputs): refused at build, code outside the lab's functions"),
+        ("attack-clock-replaced", "u_clock_replaced.cpp.in",
+         "(u) the lab object defines std::chrono::steady_clock::now(), the clock of the recorder and of every "
+         "compute span: refused at build, it replaces a library's function"),
+        ("attack-exit-rewrites-result", "v_exit_rewrites_result.cpp.in",
+         "(v) a constructor records --out and an atexit handler reopens result.json through __open: refused at "
+         "build (a constructor, atexit, and a function outside the allow-list)"),
+    ]:
+        files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, g_missing, name)
+        files[LAB01_MAPPINGS] += source(snippet, b.params)
+        b.add(name, files, {"lab01": "build_error"}, why, without_symbol_rule={"lab01": "fail"})
+
+
 FAULTS = {
     "fault-fork-bomb": ("lab01", LAB01_MAPPINGS, "fault_fork_bomb.cpp.in",
                         "a fork bomb in a static initializer of lab01 (@FORK_LIMIT@ forks across the ranks, then the solution)"),
@@ -317,9 +341,13 @@ def add_fault(b, name):
     flood = name == "fault-disk-fill"
     verdict = ["pass", "fail", "contained"] if flood else "contained"
     extra = {"max_result_bytes": 64 << 20} if flood else {}
-    b.add(name, with_appended(b, f, snippet), {other["id"]: verdict for other in b.labs},
-          why + "; before main(), so every lab's runs meet it; without a limit it runs to the end and the solution "
-          "passes, which shows the missing limit", **extra)
+    # The symbol rule refuses a static initializer (code outside the lab's functions), so the fault's lab is
+    # built from its skeleton and the others pass; the limits are what the fault tests, so it is graded
+    # again without the rule (test_grade_class.sh's layers run), where every lab's runs meet it.
+    b.add(name, with_appended(b, f, snippet), {lab: "build_error"},
+          why + "; before main(), so every lab's runs meet it once the symbol rule is off; without a limit it runs "
+          "to the end and the solution passes, which shows the missing limit",
+          without_symbol_rule={other["id"]: verdict for other in b.labs}, **extra)
 
 
 def build_class(repo, size, bounded):
@@ -339,6 +367,7 @@ def build_class(repo, size, bounded):
     attack_forge_f_g(b)
     attack_read_tp1_dumps(b)
     attack_claim_placement(b)
+    attack_outside_the_lab_functions(b)
     # small (CI): every attack, and the faults that end fast (the hang costs its task's time limit, the
     # output flood a few seconds per run)
     for name in FAULTS if size == "full" else ("fault-memory-hog", "fault-fork-bomb"):
