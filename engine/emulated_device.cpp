@@ -190,6 +190,15 @@ class EmulatedOps final : public ops::DeviceOps {
     return dev(dx);
   }
 
+  Tensor swiglu_forward(const Tensor& x) override { return run(&DeviceOps::swiglu_forward, x); }
+  Tensor swiglu_backward(const Tensor& dy, const Tensor& x) override {
+    return run(&DeviceOps::swiglu_backward, dy, x);
+  }
+  Tensor rope_rotate(const Tensor& x, const std::vector<float>& cos, const std::vector<float>& sin,
+                     int64_t d) override {
+    return run(&DeviceOps::rope_rotate, x, cos, sin, d);
+  }
+
   Tensor softmax_forward(const Tensor& x) override { return run(&DeviceOps::softmax_forward, x); }
   Tensor softmax_backward(const Tensor& dy, const Tensor& y) override {
     return run(&DeviceOps::softmax_backward, dy, y);

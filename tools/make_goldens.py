@@ -158,43 +158,6 @@ def case_layernorm(out, name, seed, shift, what):
     c.f32("dbeta", dbeta, "dbeta [17] (sum over 15 rows)")
 
 
-def rmsnorm_oracle(x, w, eps):
-    """x·w / √(mean(x², −1) + eps) in float64 (torch 1.13 has no F.rms_norm); autograd gives the gradients."""
-    return x * w / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
-
-
-def case_rmsnorm(out, name, seed, eps, x, x_what, what):
-    """RMSNorm over the last dim of the input x(g), drawn first from the case's generator g; then
-    weight N(1, 0.3²) and dy N(0, 1). rstd is stored per row [n], as rmsnorm_forward returns it."""
-    g = torch.Generator().manual_seed(seed)
-    eps = f32(eps)
-    c = Case(out, name, what, {"eps": eps})
-    x = leaf(x(g))
-    shape, h = list(x.shape), x.shape[-1]
-    n = x.numel() // h
-    w = leaf(randn(g, h, scale=0.3, shift=1.0))
-    y = rmsnorm_oracle(x, w, eps)
-    dy = randn(g, *shape)
-    dx, dw = grads_of(y, dy, (x, w))
-    rstd = 1.0 / torch.sqrt((x.detach().reshape(n, h) ** 2).mean(-1) + eps)
-    c.f32("x", x, f"input {shape}: {x_what}")
-    c.f32("weight", w, f"weight [{h}] = N(1, 0.3²)")
-    c.f32("y", y, f"x·rstd·weight {shape}")
-    c.f32("rstd", rstd, f"per-row 1/sqrt(mean(x²) + eps) [{n}]")
-    c.f32("dy", dy, f"upstream gradient {shape}")
-    c.f32("dx", dx, f"dx {shape}")
-    c.f32("dweight", dw, f"dweight [{h}] = Σ over {n} rows of dy·x·rstd")
-
-
-def rmsnorm_large_x(g):
-    """[4, 3, 37]: row r is N((−1)^r·300, 2²), so mean(x²) ≈ 9e4 is the squared offset; row 5 is
-    3e19·N(0, 1), whose squares (≈ 9e38 > FLT_MAX 3.4e38) overflow float32 but not double."""
-    x = randn(g, 4, 3, 37, scale=2.0).reshape(12, 37)
-    x += 300.0 * (1.0 - 2.0 * (torch.arange(12, dtype=torch.float64) % 2))[:, None]
-    x[5] = randn(g, 37, scale=3e19)
-    return x.reshape(4, 3, 37).to(torch.float32).to(torch.float64)
-
-
 def case_softmax(out):
     g = torch.Generator().manual_seed(105)
     c = Case(out, "softmax", "softmax over the last dim with an all −inf row (→ zeros), a partly −inf row and "
@@ -487,6 +450,9 @@ def case_npy(out):
 
 
 def main():
+    sys.modules.setdefault("make_goldens", sys.modules[__name__])  # one MANIFEST when run as a script
+    import goldens_llama  # noqa: E402 (it imports this module's helpers)
+
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "golden", "data"))
@@ -505,12 +471,7 @@ def main():
     case_layernorm(out, "layernorm", 104, 0.0, "LayerNorm over the last dim (eps 1e-5), forward and backward")
     case_layernorm(out, "layernorm_offset", 114, 300.0, "LayerNorm on rows with mean ≈ 300 ≫ std 2: a one-pass "
                    "variance E[x²] − E[x]² in float32 would cancel catastrophically")
-    case_rmsnorm(out, "rmsnorm", 122, 1e-5, lambda g: randn(g, 5, 3, 24, scale=2.0), "N(0, 2²)",
-                 "RMSNorm over the last dim (eps 1e-5), forward and backward")
-    case_rmsnorm(out, "rmsnorm_large", 123, 1e-6, rmsnorm_large_x,
-                 "rows N(±300, 2²) (sign alternating by row); row 5 (flat) is 3e19·N(0, 1)",
-                 "RMSNorm (eps 1e-6), h = 37, on rows whose mean square (≈ 9e4) is their squared offset ±300, and one "
-                 "row at 3e19 whose squares overflow float32 (the sum of squares must be in double)")
+    goldens_llama.cases(out)  # the Llama block's ops: RMSNorm, SwiGLU, rotary embedding
     case_softmax(out)
     case_attention(out, "attention", 106, 7, 3, 3, 5,
                    [[1, 1, 1, 1, 1, 1, 1], [0, 1, 1, 1, 0, 1, 1], [1, 1, 1, 1, 1, 0, 0]],

@@ -26,6 +26,8 @@
 #include "engine/ops/layernorm.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/rmsnorm.h"
+#include "engine/ops/rope.h"
+#include "engine/ops/swiglu.h"
 #include "engine/tensor.h"
 #include "engine/tokens.h"
 
@@ -56,6 +58,13 @@ class DeviceOps {
   virtual RMSNormOut rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps) = 0;
   virtual Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                   Tensor& dweight) = 0;
+
+  virtual Tensor swiglu_forward(const Tensor& x) = 0;
+  virtual Tensor swiglu_backward(const Tensor& dy, const Tensor& x) = 0;
+  /// Rotary embedding's rotation of x [s, b, n·d] by a rope_table (engine/ops/rules.h) of [s, d/2]
+  /// (rope_forward and rope_backward differ only in the table's sign).
+  virtual Tensor rope_rotate(const Tensor& x, const std::vector<float>& cos, const std::vector<float>& sin,
+                             int64_t d) = 0;
 
   virtual Tensor softmax_forward(const Tensor& x) = 0;
   virtual Tensor softmax_backward(const Tensor& dy, const Tensor& y) = 0;

@@ -191,6 +191,32 @@ Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   return as(dx, result_dtype({&dy, &x}));  // dweight is the caller's f32 buffer
 }
 
+Tensor swiglu_forward(const Tensor& x) {
+  const Device dev = device_of("swiglu_forward", {&x});
+  rules::swiglu_forward(x);
+  return as(ops_on(dev, "swiglu_forward").swiglu_forward(f32(x)), result_dtype({&x}));
+}
+
+Tensor swiglu_backward(const Tensor& dy, const Tensor& x) {
+  const Device dev = device_of("swiglu_backward", {&dy, &x});
+  rules::swiglu_backward(dy, x);
+  return as(ops_on(dev, "swiglu_backward").swiglu_backward(f32(dy), f32(x)), result_dtype({&dy, &x}));
+}
+
+Tensor rope_forward(const Tensor& x, const std::vector<int64_t>& positions, int64_t d, float base) {
+  const Device dev = device_of("rope_forward", {&x});
+  rules::rope(x, positions, d, base, "rope_forward");
+  const RopeTable t = rope_table(positions, d, base, +1);
+  return as(ops_on(dev, "rope_forward").rope_rotate(f32(x), t.cos, t.sin, d), result_dtype({&x}));
+}
+
+Tensor rope_backward(const Tensor& dy, const std::vector<int64_t>& positions, int64_t d, float base) {
+  const Device dev = device_of("rope_backward", {&dy});
+  rules::rope(dy, positions, d, base, "rope_backward");
+  const RopeTable t = rope_table(positions, d, base, -1);
+  return as(ops_on(dev, "rope_backward").rope_rotate(f32(dy), t.cos, t.sin, d), result_dtype({&dy}));
+}
+
 Tensor softmax_forward(const Tensor& x) {
   const Device dev = device_of("softmax_forward", {&x});
   rules::softmax_forward(x);

@@ -10,4 +10,6 @@
 #include "engine/ops/layernorm.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/rmsnorm.h"
+#include "engine/ops/rope.h"
 #include "engine/ops/softmax.h"
+#include "engine/ops/swiglu.h"

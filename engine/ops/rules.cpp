@@ -39,6 +39,24 @@ AdamWScalars adamw_scalars(const AdamWConfig& cfg, int64_t t) {
           cfg.eps};
 }
 
+RopeTable rope_table(const std::vector<int64_t>& positions, int64_t d, float base, int sign) {
+  const int64_t half = d / 2;
+  RopeTable t;
+  t.cos.resize(positions.size() * static_cast<std::size_t>(half));
+  t.sin.resize(t.cos.size());
+  for (std::size_t r = 0; r < positions.size(); ++r)
+    for (int64_t i = 0; i < half; ++i) {
+      const double theta =
+          std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      const double angle = static_cast<double>(sign) * static_cast<double>(positions[r]) * theta;
+      t.cos[r * static_cast<std::size_t>(half) + static_cast<std::size_t>(i)] =
+          static_cast<float>(std::cos(angle));
+      t.sin[r * static_cast<std::size_t>(half) + static_cast<std::size_t>(i)] =
+          static_cast<float>(std::sin(angle));
+    }
+  return t;
+}
+
 int64_t counted_rows(const std::vector<int64_t>& targets) {
   int64_t n = 0;
   for (const int64_t t : targets) n += t != kIgnoreIndex;
@@ -167,6 +185,33 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   row_statistic(rstd, x, h, "rmsnorm_backward: rstd");
   check_shape(dweight, {h}, "rmsnorm_backward: dweight");
   check_f32_gradient_buffer(dweight, "rmsnorm_backward", "dweight");
+}
+
+void swiglu_forward(const Tensor& x) {
+  TPSP_CHECK(x.dim() >= 1, "swiglu_forward: x must be [..., 2f], got ", shape_str(x.shape()));
+  TPSP_CHECK(x.size(-1) % 2 == 0, "swiglu_forward: the last dim ", x.size(-1), " of x ", shape_str(x.shape()),
+             " is odd; it must hold [gate | up], two halves of f");
+}
+
+void swiglu_backward(const Tensor& dy, const Tensor& x) {
+  TPSP_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, "swiglu_backward: x must be [..., 2f], got ",
+             shape_str(x.shape()));
+  Shape y_shape = x.shape();
+  y_shape.back() /= 2;
+  check_shape(dy, y_shape, "swiglu_backward: dy");
+}
+
+void rope(const Tensor& x, const std::vector<int64_t>& positions, int64_t d, float base, const char* what) {
+  TPSP_CHECK(x.dim() == 3, what, ": x must be [s, b, n*d], got ", shape_str(x.shape()));
+  TPSP_CHECK(d > 0 && d % 2 == 0, what, ": the head dim d = ", d,
+             " must be positive and even (pairs rotate)");
+  TPSP_CHECK(x.size(2) % d == 0, what, ": the last dim ", x.size(2), " of x ", shape_str(x.shape()),
+             " is not a multiple of the head dim d = ", d);
+  TPSP_CHECK(static_cast<int64_t>(positions.size()) == x.size(0), what, ": ", positions.size(),
+             " positions for s = ", x.size(0), " rows");
+  for (std::size_t r = 0; r < positions.size(); ++r)
+    TPSP_CHECK(positions[r] >= 0, what, ": position ", positions[r], " of row ", r, " is negative");
+  TPSP_CHECK(std::isfinite(base) && base > 0.f, what, ": base = ", base, " must be a finite number > 0");
 }
 
 void softmax_forward(const Tensor& x) {

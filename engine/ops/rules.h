@@ -48,6 +48,14 @@ struct DropoutGeometry {
 /// The scalars of AdamW's step t under cfg (adamw_scalars.h).
 AdamWScalars adamw_scalars(const AdamWConfig& cfg, int64_t t);
 
+/// The rotation of rotary position embedding (rope.h) for rows at `positions`: cos and sin of p·θ_i,
+/// θ_i = base^(−2i/d), i < d/2, row-major [positions.size(), d/2], each angle and its cos/sin in double and
+/// rounded once, so every device rotates by the same floats. `sign` −1 gives the opposite angles (backward).
+struct RopeTable {
+  std::vector<float> cos, sin;
+};
+RopeTable rope_table(const std::vector<int64_t>& positions, int64_t d, float base, int sign);
+
 /// The rows a cross entropy counts: targets other than kIgnoreIndex.
 int64_t counted_rows(const std::vector<int64_t>& targets);
 
@@ -76,6 +84,11 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
 void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps);
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                       const Tensor& dweight);
+
+void swiglu_forward(const Tensor& x);
+void swiglu_backward(const Tensor& dy, const Tensor& x);
+/// x [s, b, n·d], d even, s positions ≥ 0, base finite and > 0; `what` is "rope_forward" or "rope_backward".
+void rope(const Tensor& x, const std::vector<int64_t>& positions, int64_t d, float base, const char* what);
 
 void softmax_forward(const Tensor& x);
 void softmax_backward(const Tensor& dy, const Tensor& y);

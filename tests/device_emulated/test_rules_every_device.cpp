@@ -121,6 +121,14 @@ std::vector<Case> cases() {
          Tensor dw = t({4}, DType::bf16);
          ops::rmsnorm_backward(t({2, 4}), t({2, 4}), t({4}), t({2}), dw);
        }},
+      {"swiglu_forward",
+       [](const On& t) {
+         ops::swiglu_forward(t({2, 5}));
+       }},
+      {"rope_forward",
+       [](const On& t) {
+         ops::rope_forward(t({2, 1, 6}), {0, 1}, 3);
+       }},
       {"softmax_forward", [](const On& t) { ops::softmax_forward(t({})); }},
       {"softmax_backward",
        [](const On& t) {
@@ -213,5 +221,5 @@ TEST_CASE("rules: each op's bad input raises the same message on the CPU and on 
     CHECK(dev.message == cpu.message);
     ++compared;
   }
-  CHECK(compared == 31);
+  CHECK(compared == 33);
 }

@@ -204,3 +204,17 @@ TEST_CASE("ops: AdamW steps are bit-identical to the CPU's (the same IEEE operat
   expect_identical(s_dev.m, s_cpu.m, "m");
   expect_identical(s_dev.v, s_cpu.v, "v");
 }
+
+TEST_CASE("ops: swiglu and rope against the CPU (rope's rotation bit for bit: the host's cos/sin table)") {
+  gpu_test::require_gpu();
+  const Tensor x = rand_cpu({7, 3, 2 * 40}, 61), dy = rand_cpu({7, 3, 40}, 62);
+  // σ through expf on both devices (the GPU's within 2 ulp of glibc's): a few ulp of |y| ≤ 1.
+  expect_close(ops::swiglu_forward(dev(x)), ops::swiglu_forward(x), 1e-6, 1e-6, "swiglu forward");
+  expect_close(ops::swiglu_backward(dev(dy), dev(x)), ops::swiglu_backward(dy, x), 1e-6, 1e-6,
+               "swiglu backward");
+  const std::vector<int64_t> positions{3, 4, 5, 6, 0, 1, 2};  // a shard at offset 3, then a packed restart
+  expect_identical(ops::rope_forward(dev(x), positions, 16), ops::rope_forward(x, positions, 16),
+                   "rope forward");
+  expect_identical(ops::rope_backward(dev(x), positions, 16), ops::rope_backward(x, positions, 16),
+                   "rope backward");
+}

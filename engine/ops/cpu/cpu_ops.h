@@ -33,6 +33,11 @@ class CpuOps final : public DeviceOps {
   Tensor rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                           Tensor& dweight) override;
 
+  Tensor swiglu_forward(const Tensor& x) override;
+  Tensor swiglu_backward(const Tensor& dy, const Tensor& x) override;
+  Tensor rope_rotate(const Tensor& x, const std::vector<float>& cos, const std::vector<float>& sin,
+                     int64_t d) override;
+
   Tensor softmax_forward(const Tensor& x) override;
   Tensor softmax_backward(const Tensor& dy, const Tensor& y) override;
 

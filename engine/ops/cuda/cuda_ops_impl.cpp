@@ -163,6 +163,31 @@ class CudaOps final : public ops::DeviceOps {
     return dx;
   }
 
+  Tensor swiglu_forward(const Tensor& x) override {
+    const int64_t f = x.size(-1) / 2;
+    Shape y_shape = x.shape();
+    y_shape.back() = f;
+    Tensor y = Tensor::empty(y_shape, DType::f32, kCuda);
+    kernels::swiglu_forward(dptr(y, "swiglu_forward"), dptr(x, "swiglu_forward"), ops::leading_rows(x), f);
+    return y;
+  }
+
+  Tensor swiglu_backward(const Tensor& dy, const Tensor& x) override {
+    Tensor dx = Tensor::empty(x.shape(), DType::f32, kCuda);
+    kernels::swiglu_backward(dptr(dx, "swiglu_backward"), dptr(dy, "swiglu_backward"),
+                             dptr(x, "swiglu_backward"), ops::leading_rows(x), x.size(-1) / 2);
+    return dx;
+  }
+
+  Tensor rope_rotate(const Tensor& x, const std::vector<float>& cos, const std::vector<float>& sin,
+                     int64_t d) override {
+    Tensor y = Tensor::empty(x.shape(), DType::f32, kCuda);
+    const DeviceArray<float> d_cos(cos), d_sin(sin);
+    kernels::rope_rotate(dptr(y, "rope"), dptr(x, "rope"), d_cos.get(), d_sin.get(), x.size(0), x.size(1),
+                         x.size(2) / d, d);
+    return y;
+  }
+
   Tensor softmax_forward(const Tensor& x) override {
     const int64_t n = x.size(-1);
     Tensor y(x.shape(), DType::f32, kCuda);

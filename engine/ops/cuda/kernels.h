@@ -34,6 +34,15 @@ using ops::AdamWScalars;  // engine/ops/adamw_scalars.h: formed once on the host
 /// other than the CPU's two std::fma).
 void adamw(float* p, float* m, float* v, const float* g, int64_t n, const AdamWScalars& k);
 
+// ---- llama.cu (engine/ops/cpu/swiglu.cpp, rope.cpp)
+/// y [rows, f] = silu(gate)·up for x [rows, 2f] = [gate | up].
+void swiglu_forward(float* y, const float* x, int64_t rows, int64_t f);
+/// dx [rows, 2f] = [dy·up·silu'(gate) | dy·silu(gate)].
+void swiglu_backward(float* dx, const float* dy, const float* x, int64_t rows, int64_t f);
+/// y [s, b, heads·d] = x rotated pairwise by the [s, d/2] cos/sin table (on the device).
+void rope_rotate(float* y, const float* x, const float* cos, const float* sin, int64_t s, int64_t b,
+                 int64_t heads, int64_t d);
+
 // ---- embedding.cu (engine/ops/cpu/embedding.cpp)
 /// out [s, b, h] = wte[ids[bi, si] − vocab_start] or 0 outside [0, v_local); ids [b, s] on the device.
 void embedding_forward(float* out, const int64_t* ids, const float* wte, int64_t b, int64_t s, int64_t h,

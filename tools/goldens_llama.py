@@ -1,0 +1,107 @@
+"""The golden cases of the Llama block's ops (tools/make_goldens.py writes them with the others): RMSNorm,
+SwiGLU and rotary position embedding, each from a float64 oracle written independently of the engine
+(torch 1.13 has neither F.rms_norm nor a rotary helper: RMSNorm is its own formula, SwiGLU is F.silu of
+the gate times up, and the rotation goes through complex numbers, not rotate_half)."""
+
+import torch
+import torch.nn.functional as F
+
+from make_goldens import Case, f32, grads_of, leaf, randn
+
+
+def rmsnorm_oracle(x, w, eps):
+    """x·w / √(mean(x², −1) + eps) in float64 (torch 1.13 has no F.rms_norm); autograd gives the gradients."""
+    return x * w / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+
+
+def case_rmsnorm(out, name, seed, eps, x, x_what, what):
+    """RMSNorm over the last dim of the input x(g), drawn first from the case's generator g; then
+    weight N(1, 0.3²) and dy N(0, 1). rstd is stored per row [n], as rmsnorm_forward returns it."""
+    g = torch.Generator().manual_seed(seed)
+    eps = f32(eps)
+    c = Case(out, name, what, {"eps": eps})
+    x = leaf(x(g))
+    shape, h = list(x.shape), x.shape[-1]
+    n = x.numel() // h
+    w = leaf(randn(g, h, scale=0.3, shift=1.0))
+    y = rmsnorm_oracle(x, w, eps)
+    dy = randn(g, *shape)
+    dx, dw = grads_of(y, dy, (x, w))
+    rstd = 1.0 / torch.sqrt((x.detach().reshape(n, h) ** 2).mean(-1) + eps)
+    c.f32("x", x, f"input {shape}: {x_what}")
+    c.f32("weight", w, f"weight [{h}] = N(1, 0.3²)")
+    c.f32("y", y, f"x·rstd·weight {shape}")
+    c.f32("rstd", rstd, f"per-row 1/sqrt(mean(x²) + eps) [{n}]")
+    c.f32("dy", dy, f"upstream gradient {shape}")
+    c.f32("dx", dx, f"dx {shape}")
+    c.f32("dweight", dw, f"dweight [{h}] = Σ over {n} rows of dy·x·rstd")
+
+
+def rmsnorm_large_x(g):
+    """[4, 3, 37]: row r is N((−1)^r·300, 2²), so mean(x²) ≈ 9e4 is the squared offset; row 5 is
+    3e19·N(0, 1), whose squares (≈ 9e38 > FLT_MAX 3.4e38) overflow float32 but not double."""
+    x = randn(g, 4, 3, 37, scale=2.0).reshape(12, 37)
+    x += 300.0 * (1.0 - 2.0 * (torch.arange(12, dtype=torch.float64) % 2))[:, None]
+    x[5] = randn(g, 37, scale=3e19)
+    return x.reshape(4, 3, 37).to(torch.float32).to(torch.float64)
+
+
+def case_swiglu(out):
+    """SwiGLU on [gate | up]: y = silu(gate)·up, with gates across silu's range (σ saturating at ±20)."""
+    g = torch.Generator().manual_seed(124)
+    c = Case(out, "swiglu", "SwiGLU on x [5, 3, 2·13] = [gate | up]: y = silu(gate)·up, forward and backward; "
+             "the gates span N(0, 3²) with two set to ±20 (σ saturating)")
+    x = randn(g, 5, 3, 26, scale=3.0)
+    x[0, 0, 0], x[0, 0, 1] = 20.0, -20.0
+    x = leaf(x.to(torch.float32).to(torch.float64))
+    gate, up = x[..., :13], x[..., 13:]
+    y = F.silu(gate) * up
+    dy = randn(g, 5, 3, 13)
+    (dx,) = grads_of(y, dy, (x,))
+    c.f32("x", x, "input [5, 3, 26] = [gate | up]")
+    c.f32("y", y, "silu(gate)·up [5, 3, 13]")
+    c.f32("dy", dy, "upstream gradient [5, 3, 13]")
+    c.f32("dx", dx, "dx [5, 3, 26] = [dy·up·silu'(gate) | dy·silu(gate)]")
+
+
+def rope_oracle(x, positions, d, base):
+    """x [s, b, n·d] rotated by complex multiplication: the pair (x_i, x_{i+d/2}) is the complex number
+    x_i + i·x_{i+d/2}, multiplied by e^{i·p·θ_i}, θ_i = base^(−2i/d)."""
+    s, b, width = x.shape
+    half = d // 2
+    xh = x.reshape(s, b, width // d, 2, half)
+    z = torch.complex(xh[:, :, :, 0, :], xh[:, :, :, 1, :])
+    theta = base ** (-2.0 * torch.arange(half, dtype=torch.float64) / d)
+    angle = torch.tensor(positions, dtype=torch.float64)[:, None] * theta[None, :]
+    rot = torch.polar(torch.ones_like(angle), angle)[:, None, None, :]
+    w = z * rot
+    return torch.stack([w.real, w.imag], dim=3).reshape(s, b, width)
+
+
+def case_rope(out, name, seed, s, b, heads, d, positions, base, what):
+    g = torch.Generator().manual_seed(seed)
+    base = f32(base)
+    c = Case(out, name, what, {"d": d, "base": base, "positions": positions})
+    x = leaf(randn(g, s, b, heads * d, scale=2.0))
+    y = rope_oracle(x, positions, d, base)
+    dy = randn(g, s, b, heads * d)
+    (dx,) = grads_of(y, dy, (x,))
+    c.f32("x", x, f"input [{s}, {b}, {heads}·{d}]")
+    c.f32("y", y, "x rotated: (x_i + i·x_{i+d/2})·e^{i·p·θ_i}")
+    c.f32("dy", dy, "upstream gradient")
+    c.f32("dx", dx, "dx: dy rotated by the opposite angles")
+
+
+def cases(out):
+    case_rmsnorm(out, "rmsnorm", 122, 1e-5, lambda g: randn(g, 5, 3, 24, scale=2.0), "N(0, 2²)",
+                 "RMSNorm over the last dim (eps 1e-5), forward and backward")
+    case_rmsnorm(out, "rmsnorm_large", 123, 1e-6, rmsnorm_large_x,
+                 "rows N(±300, 2²) (sign alternating by row); row 5 (flat) is 3e19·N(0, 1)",
+                 "RMSNorm (eps 1e-6), h = 37, on rows whose mean square (≈ 9e4) is their squared offset ±300, and one "
+                 "row at 3e19 whose squares overflow float32 (the sum of squares must be in double)")
+    case_swiglu(out)
+    case_rope(out, "rope", 125, 6, 2, 3, 8, [4, 5, 6, 7, 8, 9], 10000.0,
+              "rotary embedding (non-interleaved pairs i, i+d/2) of [6, 2, 3·8] at positions 4..9: the rows a "
+              "sequence shard at offset 4 holds under SP")
+    case_rope(out, "rope_packed", 126, 7, 1, 2, 6, [0, 1, 2, 0, 1, 0, 1000], 500.0,
+              "rotary embedding of packed sequences (positions restart at 0 per sequence; one at 1000), base 500")
