@@ -222,6 +222,55 @@ class SymbolRuleTest(unittest.TestCase):
         self.assertEqual(symbols.explicit_specializations(text, ("/grade/src/",)), ["lab01_tp_layers/layers.cpp:4"])
         self.assertEqual(symbols.explicit_specializations("int a;\n", ("/grade/src/",)), [])
 
+    def source(self, code):
+        """symbols.source_refusals on `code` as the submission's own file, preprocessed as build.py does."""
+        tmp = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, tmp)
+        (tmp / "f.cpp").write_text(code)
+        pre = subprocess.run(["c++", "-std=c++20", "-I", str(REPO), "-E", "f.cpp"], cwd=tmp, capture_output=True,
+                             text=True, check=True).stdout
+        return "\n".join(symbols.source_refusals(pre, ("f.cpp", str(tmp) + "/"), [code]))
+
+    # An attack round on the allow-list (each passed the first version of the rule, with its effect shown
+    # in a rank program: result.json rewritten from inside libstdc++, code before main() with argv, a
+    # system call hidden from objdump, an ifunc resolver before main(), exit code).
+    ATTACKS = {
+        "A: asm label, weak": 'extern "C" int lab_put(int) asm("putchar") __attribute__((weak));\n'
+                              'int lab_put(int c) { return c; }\nint twice(int x) { return 2 * x + lab_put(0); }\n',
+        "B: a call in .init": 'static void hook() asm("lab_hook_local") __attribute__((used));\nstatic void hook() {}\n'
+                              'asm(".pushsection .init,\\"ax\\",@progbits\\n\\tcall lab_hook_local\\n\\t.popsection");\n'
+                              "int twice(int x) { return 2 * x; }\n",
+        "E: an ifunc": "static int impl() { return 1; }\nextern \"C\" void* lab_resolver() { return (void*)impl; }\n"
+                       'static int lab_ifn() __attribute__((ifunc("lab_resolver")));\n'
+                       "int twice(int x) { return 2 * x + lab_ifn(); }\n",
+        "J2: weak __tls_get_addr": 'extern "C" __attribute__((weak)) void* __tls_get_addr(void*) { return nullptr; }\n'
+                                   "int twice(int x) { return 2 * x; }\n",
+    }
+
+    def test_the_attack_round_on_the_allow_list_is_refused_in_the_object(self):
+        want = {"A: asm label, weak": "weak symbol outside a COMDAT group", "B: a call in .init": "runs code before main()",
+                "E: an ifunc": "indirect function", "J2: weak __tls_get_addr": "weak symbol outside a COMDAT group"}
+        for name, code in self.ATTACKS.items():
+            self.assertIn(want[name], self.obj(code), name)
+
+    def test_the_attack_round_on_the_allow_list_is_refused_in_the_source(self):
+        for name, code in self.ATTACKS.items():
+            self.assertRegex(self.source(code), "inline assembly|an attribute that places or binds code", name)
+        # F2: a libstdc++ template compiled under a redefined library macro, through an explicit instantiation
+        f2 = ("#include <bits/exception_defines.h>\nstatic void spy() {}\n#undef __try\n#define __try spy(); try\n"
+              "#include <ostream>\ntemplate std::ostream& std::__ostream_insert(std::ostream&, const char*, std::streamsize);\n")
+        why = self.source(f2)
+        self.assertIn("explicit instantiation", why)
+        self.assertIn("reserved name __try", why)
+        # C: a syscall hidden from objdump's linear sweep by a jump into an instruction
+        c = ('long f(long n) { long r; asm volatile("jmp 1f+1\\n\\t1: .byte 0xb9,0x0f,0x05,0xeb,0x00" : "=a"(r) : "a"(n) '
+             ': "rcx", "r11", "memory"); return r; }\n')
+        self.assertIn("inline assembly", self.source(c))
+        # an honest file: dependent templates and specializations of its own are no explicit instantiation
+        ok = ("#include <vector>\ntemplate <class T> T first(const std::vector<T>& v) { return v.front(); }\n"
+              "int twice(int x) { std::vector<int> v{x}; return 2 * first(v); }\n")
+        self.assertEqual(self.source(ok), "")
+
     def test_a_helper_with_external_linkage_is_named(self):
         why = self.obj("int helper(int x) { return x + 1; }\nint twice(int x) { return 2 * helper(x); }\n")
         self.assertIn("defines with external linkage what is not one of its lab's functions", why)

@@ -164,10 +164,11 @@ class _Compiler:
         preprocessed = subprocess.run([self.kit["cxx"], *self.kit["cxxflags"], "-I", str(KIT / "include"), "-E",
                                        str(src)], capture_output=True, text=True, env=self.env, preexec_fn=_limits,
                                       timeout=COMPILE_SECONDS).stdout
-        if where := symbols.explicit_specializations(preprocessed, (str(SRC) + "/",)):
-            return (f"{src.relative_to(src.parents[1])} may not be used: it writes an explicit specialization "
-                    f"(template <>) at {', '.join(where[:6])}, which could replace a library's function "
-                    "(a lab's code needs none: docs/grading.md)")
+        own = [p for p in SRC.rglob("*") if p.is_file() and p.suffix in (".cpp", ".h", ".hpp", ".cc", ".inc")]
+        if found := symbols.source_refusals(preprocessed, (str(SRC) + "/",), [p.read_text(errors="replace")
+                                                                               for p in own]):
+            return (f"{src.relative_to(src.parents[1])} may not be used: it holds\n  " + "\n  ".join(found) +
+                    "\n(each can replace a library's function or run code outside the lab's: docs/grading.md)")
         if why := self.compile(f"skeleton__{stem}", skeleton):
             raise KitBroken(f"the skeleton {skeleton.name} does not compile with this kit: {why}")
         self.context.exports = {n for n, kind in symbols.defined_globals(self.obj_dir / f"skeleton__{stem}.o")

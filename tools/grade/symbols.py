@@ -104,8 +104,13 @@ ALLOWED_RUNTIME = re.compile(
     r"round|lround|llround|nearbyint|rint|lrint|llrint|fmod|remainder|fmax|fmin|fma|fdim|erf|erfc|tgamma|"
     r"lgamma|frexp|ldexp|scalbn|modf|copysign|nextafter|nan)[fl]?)$")
 
-# Sections whose code runs before main() or after it, outside the lab's functions.
-CONSTRUCTOR_SECTION = re.compile(r"^\.(init_array|fini_array|preinit_array|ctors|dtors)(\.|$)")
+# Sections whose code runs before main() or after it, outside the lab's functions (by name or by type),
+# and the sections a compiled lab file may hold at all: code, data, exception tables, debug information.
+CONSTRUCTOR_SECTION = re.compile(r"^\.(init_array|fini_array|preinit_array|ctors|dtors|init|fini)(\.|$)")
+CONSTRUCTOR_TYPES = {"INIT_ARRAY", "FINI_ARRAY", "PREINIT_ARRAY"}
+ALLOWED_SECTION = re.compile(r"^(\.text|\.rodata|\.data|\.bss|\.tdata|\.tbss|\.rela?\.|\.group$|\.eh_frame$|"
+                             r"\.gcc_except_table|\.note|\.comment$|\.debug|\.zdebug|\.symtab$|\.strtab$|"
+                             r"\.shstrtab$|$)")
 SYSCALL_INSTRUCTION = re.compile(r"\s(syscall|sysenter|int\s+\$0x80|svc\s+#?0)\b")
 STRONG = set("TDBRGSC")  # nm's global definitions that are not weak (W, V) or unique (u)
 
@@ -182,10 +187,16 @@ def check_object(obj: Path, source: Path, ctx: LinkContext) -> str:
     symbols (what the student reads)."""
     found: dict[str, set[str]] = {}
     sections = subprocess.run(["readelf", "-S", "-W", str(obj)], capture_output=True, text=True).stdout
-    for sec in re.findall(r"\]\s+(\S+)", sections):
-        if CONSTRUCTOR_SECTION.match(sec):
+    for index, name, kind in re.findall(r"^\s*\[\s*(\d+)\]\s+(\S*)\s+(\S+)", sections, re.M):
+        if index == "0":  # the null section
+            continue
+        if CONSTRUCTOR_SECTION.match(name) or kind in CONSTRUCTOR_TYPES:
             found.setdefault("runs code before main() or at exit (a global object with a constructor or "
-                             "destructor, or __attribute__((constructor))): keep such values local", set()).add(sec)
+                             "destructor, or __attribute__((constructor))): keep such values local", set()).add(name)
+        elif not ALLOWED_SECTION.match(name):
+            found.setdefault("holds a section of its own (a lab file compiles to code and data only)", set()).add(name)
+    for why, names in linkage_tricks(obj).items():
+        found.setdefault(why, set()).update(names)
     defined = defined_globals(obj)
     imported = [n for n, t in _nm(["--undefined-only"], obj)]
     names = demangle([n for n, _ in defined] + imported)
@@ -219,7 +230,56 @@ def check_object(obj: Path, source: Path, ctx: LinkContext) -> str:
         "\n(a lab's code computes with tensors and the process group's calls only: docs/grading.md)")
 
 
+def linkage_tricks(obj: Path) -> dict[str, set[str]]:
+    """Symbols bound in ways only a trick needs: an indirect function (its resolver runs before main), and
+    a weak or unique definition outside a COMDAT group (an inline function or a template instance always
+    sits in one; `__attribute__((weak))` or an asm label does not, and could replace a library's symbol)."""
+    groups = subprocess.run(["readelf", "-g", "-W", str(obj)], capture_output=True, text=True).stdout
+    in_group = {int(i) for i in re.findall(r"^\s*\[\s*(\d+)\]\s+\S", groups, re.M)}
+    table = subprocess.run(["readelf", "-s", "-W", str(obj)], capture_output=True, text=True).stdout
+    found: dict[str, set[str]] = {}
+    for kind, bind, ndx, name in re.findall(r"^\s*\d+:\s+\S+\s+\d+\s+(\S+)\s+(\S+)\s+\S+\s+(\S+)\s+(\S*)",
+                                            table, re.M):
+        if kind in ("IFUNC", "GNU_IFUNC"):
+            found.setdefault("defines an indirect function (its resolver runs before main())", set()).add(name)
+        elif bind in ("WEAK", "UNIQUE") and ndx.isdigit() and int(ndx) not in in_group:
+            found.setdefault("defines a weak symbol outside a COMDAT group (__attribute__((weak)) or an asm label): "
+                             "it could replace a library's", set()).add(name)
+    return found
+
+
 EXPLICIT_SPECIALIZATION = re.compile(r"\btemplate\s*<\s*>")
+# In the submission's own lines after preprocessing: inline assembly and asm labels, linkage and placement
+# attributes, explicit instantiations (a library template compiled under the file's own macros).
+SOURCE_REFUSALS = [
+    (re.compile(r"\b(asm|__asm|__asm__)\b"), "inline assembly or an asm label"),
+    (re.compile(r"(__attribute__\s*\(\(|\[\[\s*(gnu|gcc)\s*::)[^;{]*\b_*(ifunc|alias|weakref|weak|section|symver|"
+                r"constructor|destructor|init_priority|visibility|naked|used|retain)_*\b"),
+     "an attribute that places or binds code (section, weak, alias, ifunc, constructor, ...)"),
+    (re.compile(r"(^|[;{}])\s*(extern\s+)?template\s+(?!<)"), "an explicit instantiation (template without <...>)"),
+]
+RESERVED_MACRO = re.compile(r"^\s*#\s*(define|undef)\s+((?:__|_[A-Z])\w*)", re.M)
+
+
+def source_refusals(preprocessed: str, own_files: tuple[str, ...], raw_texts: list[str]) -> list[str]:
+    """What the submission's own source holds that only a trick needs: each refusal with where it is."""
+    out = [f"an explicit specialization (template <>) at {where}"
+           for where in explicit_specializations(preprocessed, own_files)[:3]]
+    current, line_no = "", 0
+    for line in preprocessed.splitlines():
+        marker = re.match(r'^# (\d+) "([^"]*)"', line)
+        if marker:
+            line_no, current = int(marker.group(1)), marker.group(2)
+            continue
+        if current.startswith(own_files):
+            for pattern, what in SOURCE_REFUSALS:
+                if pattern.search(line):
+                    out.append(f"{what} at {'/'.join(current.split('/')[-2:])}:{line_no}")
+        line_no += 1
+    for text in raw_texts:
+        for m in RESERVED_MACRO.finditer(text):
+            out.append(f"a #{m.group(1)} of the reserved name {m.group(2)} (a name of the library's own macros)")
+    return out[:8]
 
 
 def explicit_specializations(preprocessed: str, own_files: tuple[str, ...]) -> list[str]:
@@ -232,7 +292,7 @@ def explicit_specializations(preprocessed: str, own_files: tuple[str, ...]) -> l
             line_no, current = int(marker.group(1)), marker.group(2)
             continue
         if current.startswith(own_files) and EXPLICIT_SPECIALIZATION.search(line):
-            found.append(f"{current.rsplit('/', 2)[-2]}/{current.rsplit('/', 1)[-1]}:{line_no}")
+            found.append(f"{'/'.join(current.split('/')[-2:])}:{line_no}")
         line_no += 1
     return found
 
