@@ -79,6 +79,17 @@ class InputGuard {
   std::vector<uint64_t> hashes_;
 };
 
+/// 1 if `fn` raised std::invalid_argument (ShapeError, a refusal), else 0; a [1] tensor on the host.
+template <class F>
+Tensor refused(F&& fn) {
+  try {
+    fn();
+  } catch (const std::invalid_argument&) {
+    return Tensor::from({1}, {1.f});
+  }
+  return Tensor::from({1}, {0.f});
+}
+
 /// Calls fn() and then checks that it left every listed input unchanged (InputGuard).
 template <class F>
 auto guarded(const std::string& call, std::initializer_list<std::pair<const char*, const Tensor*>> inputs,

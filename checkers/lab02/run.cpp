@@ -53,17 +53,6 @@ RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
   return {{"losses", res.losses.clone()}, {"loss", Tensor::from({1}, {res.loss})}, {"dlogits", dlogits}};
 }
 
-/// 1 if `fn` raised std::invalid_argument (ShapeError, a refusal), else 0; a [1] tensor on the host.
-template <class F>
-Tensor refused(F&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument&) {
-    return Tensor::from({1}, {1.f});
-  }
-  return Tensor::from({1}, {0.f});
-}
-
 /// Inputs the cross entropy must refuse before any collective: a target equal to V, a target −1, and
 /// (tp > 1) the already-gathered full-vocabulary logits instead of this rank's V/tp columns.
 RankOutputs run_cross_entropy_bad_inputs(RunContext& ctx) {

@@ -5,7 +5,9 @@
 #include "checkers/run_context.h"
 #include "engine/comm/link_model.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/matmul.h"
 #include "engine/tensor_parallel/layers.h"
+#include "engine/tensor_parallel/ring_exchange.h"
 
 namespace tpsp::checkers {
 
@@ -162,11 +164,31 @@ RankOutputs run_aliasing(RunContext& ctx) {
   return {{"y1", y1}, {"dx1", dx1}, {"layer1.dweight", dw1}, {"layer2.dweight", dw2}};
 }
 
+/// matmul_reduce_scatter's contract (ring_exchange.h): s not divisible by tp is a ShapeError raised before
+/// any communication. x has 2·tp + 1 rows; the flags say whether it refused and whether nothing was sent,
+/// received or issued before (the recorder's records and pending calls, unchanged across the call).
+RankOutputs run_ring_refuses(RunContext& ctx) {
+  comm::ProcessGroup& tp = *ctx.tp;
+  const Tensor w = ctx.on_device(exact({OUT, IN}, ctx.seed, "refuse.w"));
+  const Tensor x = ctx.on_device(exact({2 * tp.size() + 1, B, IN}, ctx.seed, "refuse.x"));
+  const auto calls = [&] { return tp.recorder().size() + tp.recorder().pending().size(); };
+  const std::size_t before = calls();
+  ctx.begin_phase("refuse");
+  const Tensor flag = refused([&] {
+    tensor_parallel::matmul_reduce_scatter(
+        x, [&](const Tensor& rows) { return ops::matmul_forward(rows, w); }, tp, "check.refuse");
+  });
+  const float quiet = calls() == before ? 1.f : 0.f;
+  return {{"refuses_s_not_divisible_by_tp", ctx.on_device(flag)},
+          {"no_call_before_refusing", ctx.on_device(Tensor::from({1}, {quiet}))}};
+}
+
 void add_runs(std::map<std::string, RunFn>& out) {
   out["lab04/column_overlap"] = run_column;
   out["lab04/row_overlap"] = run_row;
   out["lab04/overlap_under_link"] = run_overlap;
   out["lab04/aliasing_hazard"] = run_aliasing;
+  out["lab04/ring_refuses_uneven_s"] = run_ring_refuses;
 }
 
 }  // namespace
