@@ -150,13 +150,29 @@ class SymbolRuleTest(unittest.TestCase):
     object stands for lab01's layers.cpp, whose skeleton defines `twice(int)` (its only export here)."""
 
     LIBRARIES = symbols.library_exports(runtime_libraries())
+    # The kit holds the engine's own instances of the standard library's inline members (std::string's,
+    # for one): a stand-in object that uses strings as the engine does gives the test the same ones.
+    KIT_STAND_IN = ("#include <stdexcept>\n#include <string>\n#include <vector>\n"
+                    "std::string kit_stand_in(const char* s, std::vector<float>& v) { std::string a(s); v.push_back(1);"
+                    " if (a.empty()) throw std::runtime_error(a); static std::string last; last = a;"
+                    " return a + std::to_string(v.size()) + last; }\n")
+
+    @classmethod
+    def setUpClass(cls):
+        tmp = Path(tempfile.mkdtemp())
+        try:
+            (tmp / "kit.cpp").write_text(cls.KIT_STAND_IN)
+            subprocess.run(["c++", "-std=c++20", "-O1", "-c", "kit.cpp", "-o", "kit.o"], cwd=tmp, check=True)
+            cls.KIT = {name for name, _ in symbols.defined_globals(tmp / "kit.o")}
+        finally:
+            shutil.rmtree(tmp)
 
     def obj(self, code):
         tmp = Path(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, tmp)
         (tmp / "f.cpp").write_text(code)
         subprocess.run(["c++", "-std=c++20", "-O1", "-I", str(REPO), "-c", "f.cpp", "-o", "f.o"], cwd=tmp, check=True)
-        ctx = symbols.LinkContext(exports={"_Z5twicei"}, library_symbols=self.LIBRARIES)
+        ctx = symbols.LinkContext(exports={"_Z5twicei"}, library_symbols=self.LIBRARIES, kit_symbols=self.KIT)
         return symbols.check_object(tmp / "f.o", Path("/grade/src/lab01_tp_layers/layers.cpp"), ctx)
 
     def test_a_plain_computation_passes(self):
@@ -270,6 +286,33 @@ class SymbolRuleTest(unittest.TestCase):
         ok = ("#include <vector>\ntemplate <class T> T first(const std::vector<T>& v) { return v.front(); }\n"
               "int twice(int x) { std::vector<int> v{x}; return 2 * first(v); }\n")
         self.assertEqual(self.source(ok), "")
+
+    def test_the_second_round_on_the_allow_list_is_refused(self):
+        # P1: a forged line marker made the rest of the file a system header's (asm allowed again)
+        p1 = '#line 1 "/usr/include/c++/12/bits/stl_helpers.h"\nlong f(long n) { long r; asm volatile("" : "=a"(r) : "a"(n)); return r; }\n'
+        self.assertIn("a line directive", self.source(p1))
+        self.assertIn("a line directive", self.source('# 1 "/usr/include/x.h" 3\nint twice(int x) { return x; }\n'))
+        # P2: the submission's own file reached through the kit's include folder with ..
+        pre = ('# 1 "/grade/src/lab01_tp_layers/layers.cpp"\nint a;\n'
+               '# 1 "/grade/kit/include/../../src/lab01_tp_layers/mappings_tp.cpp" 1\nasm("nop");\n')
+        self.assertIn("inline assembly", "\n".join(symbols.source_refusals(pre, ("/grade/src/",), [])))
+        # P3: an inline explicit specialization of a libstdc++ template, `template` and `<>` on two lines;
+        # in the object, the instance libstdc++ exports (the kit lacks it) is refused too
+        p3 = ("#include <iosfwd>\nnamespace std {\ntemplate <class C, class T> basic_ostream<C, T>& "
+              "__ostream_insert(basic_ostream<C, T>&, const C*, streamsize);\ntemplate\n<> inline ostream& "
+              "__ostream_insert<char, char_traits<char>>(ostream& o, const char* s, streamsize n);\n}\n#include <ostream>\n"
+              "namespace std {\ntemplate\n<> inline ostream& __ostream_insert<char, char_traits<char>>(ostream& o, "
+              "const char* s, streamsize n) { o.rdbuf()->sputn(s, n); return o; }\n}\n"
+              "int twice(int x) { static auto* volatile keep = &std::__ostream_insert<char, std::char_traits<char>>;"
+              " return x + (keep != nullptr); }\n")
+        self.assertIn("explicit specialization", self.source(p3))
+        self.assertIn("replaces a function of a library", self.obj(p3))
+        # P4: reserved macros behind a comment, a digraph or a line continuation
+        for spelled in ("#undef/**/__try\n", "%:define __try try\n", "#\\\ndefine __try try\n"):
+            self.assertIn("reserved name __try", self.source(spelled + "int twice(int x) { return x; }\n"), spelled)
+        # P5: code that runs after the lab's call returned, on a thread of its own
+        p5 = "#include <thread>\nint twice(int x) { std::thread([] {}).detach(); return x; }\n"
+        self.assertIn("runs code outside the lab's calls", self.obj(p5))
 
     def test_a_helper_with_external_linkage_is_named(self):
         why = self.obj("int helper(int x) { return x + 1; }\nint twice(int x) { return 2 * helper(x); }\n")

@@ -25,6 +25,7 @@ is the program's. The rule reads the object (nm, readelf, objdump), never its so
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -77,6 +78,10 @@ DENIED = [
                 r"setrlimit|getrlimit|ioprio_set|ioprio_get)$"),
      "reaches outside the process group's calls (sockets, shared memory, the environment)"),
     (re.compile(r"\b__basic_file\b"), "opens files or folders (a lab's code reads and writes only tensors)"),
+    # Code that runs outside the lab's calls: another thread, or a handler the library calls later.
+    (re.compile(r"std::(thread|jthread)\b|std::__future_base|std::async\b|std::set_(terminate|new_handler|unexpected)\b|"
+                r"std::get_(terminate|new_handler)\b"),
+     "runs code outside the lab's calls (a thread, or a handler the library calls later)"),
     # Code registered to run at exit runs after the lab's functions returned (attack: result.json rewritten
     # by an exit handler). A function-local static's destructor (__cxa_atexit, emitted by the compiler) is
     # allowed: a lab object can open no file and make no system call, so code at exit can change nothing
@@ -202,7 +207,7 @@ def check_object(obj: Path, source: Path, ctx: LinkContext) -> str:
     names = demangle([n for n, _ in defined] + imported)
     for name, kind in defined:
         pretty = names.get(name, name)
-        if name in ctx.library_symbols and name not in ctx.kit_symbols and (kind in STRONG or "<" not in pretty):
+        if name in ctx.library_symbols and name not in ctx.kit_symbols:
             found.setdefault(f"replaces a function of a library ({ctx.library_symbols[name]}): a lab file may "
                              "not define what the program links from elsewhere", set()).add(pretty)
         elif kind in STRONG and name not in ctx.exports:
@@ -261,23 +266,52 @@ SOURCE_REFUSALS = [
 RESERVED_MACRO = re.compile(r"^\s*#\s*(define|undef)\s+((?:__|_[A-Z])\w*)", re.M)
 
 
-def source_refusals(preprocessed: str, own_files: tuple[str, ...], raw_texts: list[str]) -> list[str]:
-    """What the submission's own source holds that only a trick needs: each refusal with where it is."""
-    out = [f"an explicit specialization (template <>) at {where}"
-           for where in explicit_specializations(preprocessed, own_files)[:3]]
-    current, line_no = "", 0
+PUBLIC_HEADERS = ("/usr/include/", "/usr/lib/gcc/", "/usr/local/include/", "/grade/kit/include/")
+LINE_DIRECTIVE = re.compile(r"^\s*#\s*(line\b|\d)", re.M)
+
+
+def normalized(text: str) -> str:
+    """Source text as the preprocessor reads its directives: backslash-newlines joined, comments turned
+    into a space, the digraph %: read as #."""
+    text = text.replace("\\\n", "").replace("%:", "#")
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+
+
+def own_regions(preprocessed: str) -> dict[str, str]:
+    """{file: its lines joined by spaces} for every file of the preprocessed text that is not a public
+    header. A path is normalised first, so `<../../src/x.cpp>` through the kit's include folder is the
+    submission's own; a line marker written in the source is refused apart (LINE_DIRECTIVE)."""
+    regions: dict[str, list[str]] = {}
+    current = ""
     for line in preprocessed.splitlines():
         marker = re.match(r'^# (\d+) "([^"]*)"', line)
         if marker:
-            line_no, current = int(marker.group(1)), marker.group(2)
+            current = os.path.normpath(marker.group(2)) if marker.group(2).startswith("/") else marker.group(2)
             continue
-        if current.startswith(own_files):
-            for pattern, what in SOURCE_REFUSALS:
-                if pattern.search(line):
-                    out.append(f"{what} at {'/'.join(current.split('/')[-2:])}:{line_no}")
-        line_no += 1
+        if not current.startswith(PUBLIC_HEADERS) and not current.startswith("<"):
+            regions.setdefault(current, []).append(line)
+    return {f: " ".join(lines) for f, lines in regions.items()}
+
+
+def source_refusals(preprocessed: str, own_files: tuple[str, ...], raw_texts: list[str]) -> list[str]:
+    """What the submission's source holds that only a trick needs, each with the file it is in. The
+    preprocessed text of every file that is not a public header is checked with its lines joined (a
+    pattern split over lines is still one), and the raw files for line directives and reserved macros.
+    `own_files` is kept for the callers' report of explicit specializations by line."""
+    out = [f"an explicit specialization (template <>) at {where}"
+           for where in explicit_specializations(preprocessed, own_files)[:3]]
+    for name, text in own_regions(preprocessed).items():
+        short = "/".join(name.split("/")[-2:])
+        if EXPLICIT_SPECIALIZATION.search(text) and not out:
+            out.append(f"an explicit specialization (template <>) in {short}")
+        for pattern, what in SOURCE_REFUSALS:
+            if pattern.search(text):
+                out.append(f"{what} in {short}")
     for text in raw_texts:
-        for m in RESERVED_MACRO.finditer(text):
+        plain = normalized(text)
+        if LINE_DIRECTIVE.search(plain):
+            out.append("a line directive (#line or # N \"file\"): the file must say where its lines are from")
+        for m in RESERVED_MACRO.finditer(plain):
             out.append(f"a #{m.group(1)} of the reserved name {m.group(2)} (a name of the library's own macros)")
     return out[:8]
 
