@@ -46,13 +46,14 @@ AllGatherMatmulOut all_gather_matmul(const Tensor& shard, const ChunkGemm& gemm,
 Tensor matmul_reduce_scatter(const Tensor& x, const ChunkGemm& gemm, ProcessGroup& tp,
                              const std::string& label) {
   if (tp.size() == 1) return gemm(x);
+  // TODO(lab04 matmul_reduce_scatter): x [s, ...], this rank's addend, gemm row-wise -> [s/tp, ...] = rows
+  // [r·s/tp, (r+1)·s/tp) of the sum over the TP ranks of gemm(x). s not divisible by tp: ShapeError naming
+  // s and tp, before any send or recv. Communication: send/recv only, to rank r+1 and from rank r-1, tp-1
+  // hops of one [s/tp, ...] partial sum, labelled label + ".ring"; each chunk's GEMM runs while a transfer
+  // is in flight.
+  // BEGIN SOLUTION
   TPSP_CHECK(x.size(0) % tp.size() == 0, label, ": s=", x.size(0), " is not divisible by tp=", tp.size(),
              " (matmul_reduce_scatter splits the sequence into tp chunks)");
-  // TODO(lab04 matmul_reduce_scatter): x [s, ...], this rank's addend, gemm row-wise -> [s/tp, ...] = rows
-  // [r·s/tp, (r+1)·s/tp) of the sum over the TP ranks of gemm(x). Communication: send/recv only, to rank
-  // r+1 and from rank r-1, tp-1 hops of one [s/tp, ...] partial sum, labelled label + ".ring"; each chunk's
-  // GEMM runs while a transfer is in flight.
-  // BEGIN SOLUTION
   const int p = tp.size(), r = tp.rank();
   const int next = (r + 1) % p, prev = (r - 1 + p) % p;
   const int64_t rows = x.size(0) / p;
