@@ -90,6 +90,20 @@ Tensor refused(F&& fn) {
   return Tensor::from({1}, {0.f});
 }
 
+/// A refusal the contract promises: fn() must raise ShapeError (std::invalid_argument) before any
+/// communication. Adds two [1] flags to `out`: "refuses_<what>" (1: it raised) and
+/// "no_call_before_refusing_<what>" (1: the recorder's records and pending calls of ctx's TP group are
+/// unchanged across the call: nothing was sent, received or issued). The grader's side of both flags is
+/// expect_refusal() in checkers/scenario.h.
+template <class F>
+void check_refusal(RunContext& ctx, RankOutputs& out, const std::string& what, F&& fn) {
+  const auto calls = [&] { return ctx.tp->recorder().size() + ctx.tp->recorder().pending().size(); };
+  const std::size_t before = calls();
+  const Tensor flag = refused(std::forward<F>(fn));
+  out["refuses_" + what] = ctx.on_device(flag);
+  out["no_call_before_refusing_" + what] = ctx.on_device(Tensor::from({1}, {calls() == before ? 1.f : 0.f}));
+}
+
 /// Calls fn() and then checks that it left every listed input unchanged (InputGuard).
 template <class F>
 auto guarded(const std::string& call, std::initializer_list<std::pair<const char*, const Tensor*>> inputs,

@@ -35,4 +35,14 @@ const Scenario& find_scenario(const std::string& id) {
   throw std::invalid_argument("unknown scenario '" + id + "'; known:" + known);
 }
 
+void expect_refusal(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
+                    const std::string& accepted, const std::string& who) {
+  out["refuses_" + what] = {.whole = Tensor::from({1}, {1.f}),
+                            .meaning = "1 = " + refusal + "; 0 = " + accepted};
+  out["no_call_before_refusing_" + what] = {
+      .whole = Tensor::from({1}, {1.f}),
+      .meaning = "1 = nothing was sent, received or issued before the refusal; 0 = " + who +
+                 " communicated first (check the shape before any send or recv)"};
+}
+
 }  // namespace tpsp::checkers

@@ -100,6 +100,13 @@ struct Scenario {
   std::string id() const { return lab + "/" + name; }
 };
 
+/// The grader's side of a refusal check (check_refusal() in checkers/run_context.h): both flags must
+/// be 1 on every rank. `refusal` says what must be refused ("ring_reduce_scatter raised ShapeError for
+/// 2·tp+1 rows"), `accepted` what a 0 means ("it accepted rows it cannot split into tp chunks"), `who`
+/// what communicated too early ("the ring").
+void expect_refusal(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
+                    const std::string& accepted, const std::string& who);
+
 /// Every scenario of every lab, in lab order.
 const std::vector<Scenario>& all_scenarios();
 /// The scenario "labNN/name"; throws std::invalid_argument listing the known names.

@@ -76,6 +76,28 @@ void add_scenarios(std::vector<Scenario>& out) {
                        for (const ExpectedCall& c : ring_phase(tp, "all-gather phase")) calls.push_back(c);
                        return Pattern{{"all_reduce", calls}};
                      }});
+  out.push_back(
+      {.lab = "lab00",
+       .name = "ring_refuses_bad_shapes",
+       .summary = "each ring op raises ShapeError for a shape it cannot split, before anything is sent",
+       .tp_sizes = {2, 3},
+       .host_code = true,
+       .expected = [](uint64_t, int tp, bool) {
+         const std::string rows = std::to_string(2 * tp + 1) + " rows at n=" + std::to_string(tp);
+         const std::string lost =
+             " it cannot split into n equal chunks (rows were dropped, or the "
+             "ranks exchanged chunks of different sizes)";
+         ExpectedOutputs out;
+         expect_refusal(out, "reduce_scatter_of_uneven_rows",
+                        "ring_reduce_scatter raised ShapeError for " + rows, "it accepted rows" + lost,
+                        "ring_reduce_scatter");
+         expect_refusal(out, "all_reduce_of_uneven_rows", "ring_all_reduce raised ShapeError for " + rows,
+                        "it accepted rows" + lost, "ring_all_reduce");
+         expect_refusal(out, "all_gather_of_a_scalar",
+                        "ring_all_gather raised ShapeError for a tensor without a dim 0",
+                        "it accepted a scalar, which has no rows to gather", "ring_all_gather");
+         return out;
+       }});
 }
 
 }  // namespace

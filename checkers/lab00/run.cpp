@@ -33,6 +33,23 @@ void add_runs(std::map<std::string, RunFn>& out) {
     comm::ring_all_reduce(*ctx.tp, t, "check.ring_ar");
     return RankOutputs{{"out", t}};
   };
+  // The contract's "Bad shape: ShapeError before anything is sent": 2·n + 1 rows cannot be split into n
+  // ring chunks; a tensor without a dim 0 (a scalar) has nothing to gather along.
+  out["lab00/ring_refuses_bad_shapes"] = [](RunContext& ctx) {
+    ctx.run_on_host();
+    const Tensor uneven = input_tensor({2 * ctx.size() + 1, C}, ctx.seed, "ring.uneven", 1, true);
+    const Tensor scalar = Tensor::from({}, {1.f});
+    ctx.begin_phase("refuse");
+    RankOutputs out;
+    check_refusal(ctx, out, "reduce_scatter_of_uneven_rows",
+                  [&] { comm::ring_reduce_scatter(*ctx.tp, uneven, "check.ring_rs"); });
+    Tensor t = uneven.clone();
+    check_refusal(ctx, out, "all_reduce_of_uneven_rows",
+                  [&] { comm::ring_all_reduce(*ctx.tp, t, "check.ring_ar"); });
+    check_refusal(ctx, out, "all_gather_of_a_scalar",
+                  [&] { comm::ring_all_gather(*ctx.tp, scalar, "check.ring_ag"); });
+    return out;
+  };
 }
 
 }  // namespace

@@ -118,6 +118,23 @@ Pattern pattern_row(int tp, bool sp, const LinearCase& lc) {
   return p;
 }
 
+ExpectedOutputs expected_row_refuses(int tp, bool sp) {
+  const std::string local = std::to_string(F / tp), wide = std::to_string(F / tp + 1);
+  const std::string layer = sp ? "RowParallelLinear.forward_sp" : "RowParallelLinear.forward";
+  const std::string cut = " (the product used part of x and dropped the rest)";
+  ExpectedOutputs out;
+  expect_refusal(out, "x_wider_than_local_in_features",
+                 layer + " raised ShapeError for x [" + std::to_string(S) + ", " + std::to_string(B) + ", " +
+                     wide + "] against a weight of " + local + " input columns",
+                 "it accepted an x wider than its weight" + cut, "the layer");
+  if (!sp)
+    expect_refusal(out, "whole_x_wider_than_in_features",
+                   layer + " (input_is_parallel = false) raised ShapeError for a whole x of " +
+                       std::to_string(F + tp) + " columns, chunks of " + wide + " against " + local,
+                   "it accepted a whole x wider than tp·in/tp" + cut, "the layer");
+  return out;
+}
+
 ExpectedOutputs expected_mlp(uint64_t seed, int, bool sp) {
   const reference::MLPParams prm{mlp_w1(seed), mlp_b1(seed), mlp_w2(seed), mlp_b2(seed)};
   reference::MLPSaved saved;
@@ -199,6 +216,11 @@ void add_scenarios(std::vector<Scenario>& out) {
                     "RowParallelLinear with input_is_parallel=false: the layer splits a replicated input "
                     "(scatter_to_tensor_model_parallel_region)",
                     {.input_is_parallel = false}));
+  out.push_back({.lab = "lab01",
+                 .name = "row_linear_refuses_wrong_in",
+                 .summary = "RowParallelLinear refuses an x whose last dim does not match its weight",
+                 .tp_sizes = {2, 3},
+                 .expected = [](uint64_t, int tp, bool sp) { return expected_row_refuses(tp, sp); }});
   out.push_back({.lab = "lab01",
                  .name = "mlp",
                  .summary = "the TP MLP: column → GELU → row, two backward passes",

@@ -19,6 +19,8 @@ Pattern pattern_column(int tp, bool sp, const LinearCase& lc);
 ExpectedOutputs expected_row(uint64_t seed, bool sp, const LinearCase& lc);
 /// tp > 1: forward 1 all-reduce, or under SP 1 reduce-scatter and backward per pass 1 all-gather.
 Pattern pattern_row(int tp, bool sp, const LinearCase& lc);
+/// run_row_refuses' flags (checkers/lab01/linear_runs.h): every refusal 1, no call before it.
+ExpectedOutputs expected_row_refuses(int tp, bool sp);
 /// The MLP's y, dx and both layers' gradients.
 ExpectedOutputs expected_mlp(uint64_t seed, int tp, bool sp);
 Pattern pattern_mlp(int tp, bool sp);

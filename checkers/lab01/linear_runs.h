@@ -12,6 +12,11 @@ namespace tpsp::checkers::lab01 {
 RankOutputs run_column(RunContext& ctx, const LinearCase& lc);
 /// RowParallelLinear, the same phases; under ctx.sp y and dy are [s/tp, b, h].
 RankOutputs run_row(RunContext& ctx, const LinearCase& lc);
+/// RowParallelLinear's contract: an x whose last dim does not match the weight is a ShapeError before
+/// any communication. Outputs check_refusal's flags for "x_wider_than_local_in_features" (x of F/tp + 1
+/// columns, input_is_parallel) and, without SP, "whole_x_wider_than_in_features" (x of F + tp columns,
+/// split by the layer into chunks of F/tp + 1).
+RankOutputs run_row_refuses(RunContext& ctx);
 /// column → GELU → row, kPasses backward passes; outputs y, dx and both layers' gradients.
 RankOutputs run_mlp(RunContext& ctx);
 

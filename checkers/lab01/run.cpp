@@ -112,6 +112,30 @@ RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
   return {{"y", y}, {"y_second", y2}, {"dx", dx}, {"dweight", dw}, {"dbias", db}};
 }
 
+RankOutputs run_row_refuses(RunContext& ctx) {
+  const int n = ctx.size(), r = ctx.rank();
+  Tensor dw({H, F / n}, DType::f32, ctx.device), db({H}, DType::f32, ctx.device);
+  const auto layer = [&](bool input_is_parallel) {
+    LinearOptions opt;
+    opt.sequence_parallel = ctx.sp;
+    opt.input_is_parallel = input_is_parallel;
+    return RowParallelLinear(ctx.on_device(chunk(row_w(ctx.seed), 1, r, n)), ctx.on_device(row_b(ctx.seed)),
+                             dw, db, opt, "check.row");
+  };
+  const Tensor wide = ctx.on_device(input_tensor({S, B, F / n + 1}, ctx.seed, "row.wide"));
+  ctx.begin_phase("refuse");
+  RankOutputs out;
+  LinearSaved saved;
+  check_refusal(ctx, out, "x_wider_than_local_in_features",
+                [&] { layer(true).forward(wide, saved, *ctx.tp); });
+  if (!ctx.sp) {
+    const Tensor whole = ctx.on_device(input_tensor({S, B, F + n}, ctx.seed, "row.whole_wide"));
+    check_refusal(ctx, out, "whole_x_wider_than_in_features",
+                  [&] { layer(false).forward(whole, saved, *ctx.tp); });
+  }
+  return out;
+}
+
 /// The TP MLP: column (h → ffn) → GELU → row (ffn → h), kPasses backward passes.
 RankOutputs run_mlp(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
@@ -162,6 +186,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
   out["lab01/row_linear_input_not_parallel"] = [](RunContext& c) {
     return run_row(c, {.input_is_parallel = false});
   };
+  out["lab01/row_linear_refuses_wrong_in"] = run_row_refuses;
   out["lab01/mlp"] = run_mlp;
   out["lab01/gpt_step"] = run_gpt_step;
 }

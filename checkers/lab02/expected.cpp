@@ -70,16 +70,17 @@ Expected flag(const std::string& meaning) {
 }
 
 ExpectedOutputs expected_cross_entropy_bad_inputs(uint64_t, int tp, bool) {
-  ExpectedOutputs out{
-      {"refuses_target_equal_to_V",
-       flag("1 = a target equal to V=37 raised ShapeError (before any collective); 0 = it was accepted")},
-      {"refuses_target_minus_1",
-       flag("1 = a target of −1 (not ignore_index −100) raised ShapeError; 0 = it was accepted")}};
+  ExpectedOutputs out;
+  expect_refusal(out, "target_equal_to_V", "a target equal to V=37 raised ShapeError", "it was accepted",
+                 "the cross entropy");
+  expect_refusal(out, "target_minus_1", "a target of −1 (not ignore_index −100) raised ShapeError",
+                 "it was accepted", "the cross entropy");
   if (tp > 1)
-    out["refuses_full_vocabulary_logits"] = flag(
-        "1 = logits with the whole padded vocabulary as last dim (instead of this rank's V/tp columns) "
-        "raised "
-        "ShapeError; 0 = they were accepted (a wrong loss: +ln tp on some rows, a wrong gradient)");
+    expect_refusal(
+        out, "full_vocabulary_logits",
+        "logits with the whole padded vocabulary as last dim (instead of this rank's V/tp columns) "
+        "raised ShapeError",
+        "they were accepted (a wrong loss: +ln tp on some rows, a wrong gradient)", "the cross entropy");
   return out;
 }
 

@@ -69,9 +69,10 @@ RankOutputs run_cross_entropy_bad_inputs(RunContext& ctx) {
   t_v[5] = V;
   t_neg[7] = -1;
   ctx.begin_phase("refusals");
-  RankOutputs out{{"refuses_target_equal_to_V", refused([&] { call(local, t_v); })},
-                  {"refuses_target_minus_1", refused([&] { call(local, t_neg); })}};
-  if (n > 1) out["refuses_full_vocabulary_logits"] = refused([&] { call(whole, ce_targets(ctx.seed)); });
+  RankOutputs out;
+  check_refusal(ctx, out, "target_equal_to_V", [&] { call(local, t_v); });
+  check_refusal(ctx, out, "target_minus_1", [&] { call(local, t_neg); });
+  if (n > 1) check_refusal(ctx, out, "full_vocabulary_logits", [&] { call(whole, ce_targets(ctx.seed)); });
   return out;
 }
 

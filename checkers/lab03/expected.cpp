@@ -75,8 +75,9 @@ Expected dbias_shares(uint64_t seed, int tp) {
   return {.whole = Tensor::from({tp, lab01::H}, share),
           .placement = Placement::Shard(0),
           .passes = lab01::kPasses,
-          .meaning = "this rank's bias gradient under SP: dY summed over its own s/tp tokens only (the sum "
-                     "over the ranks is the gradient sync's)"};
+          .meaning =
+              "this rank's bias gradient under SP: dY summed over its own s/tp tokens only (the sum "
+              "over the ranks is the gradient sync's)"};
 }
 
 /// expected_row under SP with each rank's dbias share.
@@ -107,6 +108,26 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .sp_only = true,
                  .expected = expected_sp_mappings,
                  .pattern = pattern_sp_mappings});
+  out.push_back(
+      {.lab = "lab03",
+       .name = "sp_refuses_uneven_s",
+       .summary = "scatter_to_ and reduce_scatter_to_sequence_parallel_region refuse s not divisible by tp",
+       .tp_sizes = {2, 3},
+       .sp_only = true,
+       .expected = [](uint64_t, int tp, bool) {
+         const std::string s = "s=" + std::to_string(2 * tp + 1) + " rows at tp=" + std::to_string(tp);
+         const std::string lost =
+             "it accepted a sequence it cannot split into tp chunks (rows were "
+             "dropped, or ranks hold chunks of different sizes)";
+         ExpectedOutputs out;
+         expect_refusal(out, "scatter_of_uneven_s",
+                        "scatter_to_sequence_parallel_region.forward raised ShapeError for " + s, lost,
+                        "the scatter");
+         expect_refusal(out, "reduce_scatter_of_uneven_s",
+                        "reduce_scatter_to_sequence_parallel_region.forward raised ShapeError for " + s, lost,
+                        "the reduce-scatter");
+         return out;
+       }});
   out.push_back({.lab = "lab03",
                  .name = "sp_grad_sync",
                  .summary = "sum (not average) the sequence-parallel gradients over TP in one all-reduce",
@@ -128,21 +149,31 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .sp_only = true,
                  .expected = [](uint64_t seed, int tp, bool) { return expected_sp_row(seed, tp, {}); },
                  .pattern = [](int tp, bool) { return lab01::pattern_row(tp, true, {}); }});
-  out.push_back(sp_linear_option("sp_column_linear_gather_output",
-                                 "ColumnParallelLinear under SP with gather_output: Y's last dim gathered, dY "
-                                 "split back",
-                                 true, {.gather_output = true}));
-  out.push_back(sp_linear_option("sp_column_linear_skip_bias_add",
-                                 "ColumnParallelLinear under SP with skip_bias_add: no bias in Y, db still computed",
-                                 true, {.skip_bias_add = true}));
-  out.push_back(sp_linear_option("sp_column_linear_frozen_weight",
-                                 "ColumnParallelLinear under SP with a frozen weight: no weight gradient, dX still "
-                                 "reduce-scattered",
-                                 true, {.frozen_weight = true}));
+  out.push_back(
+      sp_linear_option("sp_column_linear_gather_output",
+                       "ColumnParallelLinear under SP with gather_output: Y's last dim gathered, dY "
+                       "split back",
+                       true, {.gather_output = true}));
+  out.push_back(
+      sp_linear_option("sp_column_linear_skip_bias_add",
+                       "ColumnParallelLinear under SP with skip_bias_add: no bias in Y, db still computed",
+                       true, {.skip_bias_add = true}));
+  out.push_back(
+      sp_linear_option("sp_column_linear_frozen_weight",
+                       "ColumnParallelLinear under SP with a frozen weight: no weight gradient, dX still "
+                       "reduce-scattered",
+                       true, {.frozen_weight = true}));
   out.push_back(sp_linear_option("sp_row_linear_skip_bias_add",
                                  "RowParallelLinear under SP with skip_bias_add: no bias in Y, db still this "
                                  "rank's share",
                                  false, {.skip_bias_add = true}));
+  out.push_back(
+      {.lab = "lab03",
+       .name = "sp_row_linear_refuses_wrong_in",
+       .summary = "RowParallelLinear under SP refuses an x whose last dim does not match its weight",
+       .tp_sizes = {2, 3},
+       .sp_only = true,
+       .expected = [](uint64_t, int tp, bool sp) { return lab01::expected_row_refuses(tp, sp); }});
   out.push_back({.lab = "lab03",
                  .name = "sp_mlp",
                  .summary = "the MLP under SP: column → GELU → row on [s/tp, b, h], two backward passes",

@@ -74,8 +74,23 @@ RankOutputs with_dbias_share(RankOutputs out) {
   return out;
 }
 
+/// The contract's "s not divisible by tp: ShapeError": 2·tp + 1 rows can be neither scattered into nor
+/// reduce-scattered to tp sequence chunks.
+RankOutputs run_sp_refuses(RunContext& ctx) {
+  using namespace tensor_parallel;
+  const Tensor x = ctx.on_device(input_tensor({2 * ctx.size() + 1, B, H}, ctx.seed, "sp.uneven", 1, true));
+  ctx.begin_phase("refuse");
+  RankOutputs out;
+  check_refusal(ctx, out, "scatter_of_uneven_s",
+                [&] { scatter_to_sequence_parallel_region.forward(x, *ctx.tp, "check.scatter"); });
+  check_refusal(ctx, out, "reduce_scatter_of_uneven_s",
+                [&] { reduce_scatter_to_sequence_parallel_region.forward(x, *ctx.tp, "check.rs"); });
+  return out;
+}
+
 void add_runs(std::map<std::string, RunFn>& out) {
   out["lab03/sp_mappings"] = run_sp_mappings;
+  out["lab03/sp_refuses_uneven_s"] = run_sp_refuses;
   out["lab03/sp_grad_sync"] = run_sp_grad_sync;
   out["lab03/sp_column_linear"] = [](RunContext& c) {
     c.sp = true;
@@ -102,6 +117,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
     c.sp = true;
     return with_dbias_share(lab01::run_row(c, {.skip_bias_add = true}));
   };
+  out["lab03/sp_row_linear_refuses_wrong_in"] = lab01::run_row_refuses;
   out["lab03/sp_mlp"] = [](RunContext& c) {
     c.sp = true;
     return lab01::run_mlp(c);

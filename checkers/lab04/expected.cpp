@@ -291,18 +291,15 @@ void add_scenarios(std::vector<Scenario>& out) {
        .summary = "matmul_reduce_scatter refuses s not divisible by tp (ShapeError) before any send or recv",
        .tp_sizes = {2, 3},
        .expected = [](uint64_t, int tp, bool) {
-         const std::string s = std::to_string(2 * tp + 1);
-         return ExpectedOutputs{
-             {"refuses_s_not_divisible_by_tp",
-              {.whole = Tensor::from({1}, {1.f}),
-               .meaning = "1 = matmul_reduce_scatter raised ShapeError for s=" + s +
-                          " rows at tp=" + std::to_string(tp) +
-                          "; 0 = it accepted a sequence it cannot split into tp chunks " +
-                          "(rows were dropped or the ring ran on chunks of different sizes)"}},
-             {"no_call_before_refusing",
-              {.whole = Tensor::from({1}, {1.f}),
-               .meaning = "1 = nothing was sent, received or issued before the refusal; 0 = the ring "
-                          "communicated first (check the shape before any send or recv)"}}};
+         ExpectedOutputs out;
+         expect_refusal(
+             out, "s_not_divisible_by_tp",
+             "matmul_reduce_scatter raised ShapeError for s=" + std::to_string(2 * tp + 1) +
+                 " rows at tp=" + std::to_string(tp),
+             "it accepted a sequence it cannot split into tp chunks (rows were dropped or the ring "
+             "ran on chunks of different sizes)",
+             "the ring");
+         return out;
        }});
 }
 

@@ -165,22 +165,18 @@ RankOutputs run_aliasing(RunContext& ctx) {
 }
 
 /// matmul_reduce_scatter's contract (ring_exchange.h): s not divisible by tp is a ShapeError raised before
-/// any communication. x has 2·tp + 1 rows; the flags say whether it refused and whether nothing was sent,
-/// received or issued before (the recorder's records and pending calls, unchanged across the call).
+/// any communication. x has 2·tp + 1 rows (check_refusal: the refusal and the recorder unchanged).
 RankOutputs run_ring_refuses(RunContext& ctx) {
   comm::ProcessGroup& tp = *ctx.tp;
   const Tensor w = ctx.on_device(exact({OUT, IN}, ctx.seed, "refuse.w"));
   const Tensor x = ctx.on_device(exact({2 * tp.size() + 1, B, IN}, ctx.seed, "refuse.x"));
-  const auto calls = [&] { return tp.recorder().size() + tp.recorder().pending().size(); };
-  const std::size_t before = calls();
   ctx.begin_phase("refuse");
-  const Tensor flag = refused([&] {
+  RankOutputs out;
+  check_refusal(ctx, out, "s_not_divisible_by_tp", [&] {
     tensor_parallel::matmul_reduce_scatter(
         x, [&](const Tensor& rows) { return ops::matmul_forward(rows, w); }, tp, "check.refuse");
   });
-  const float quiet = calls() == before ? 1.f : 0.f;
-  return {{"refuses_s_not_divisible_by_tp", ctx.on_device(flag)},
-          {"no_call_before_refusing", ctx.on_device(Tensor::from({1}, {quiet}))}};
+  return out;
 }
 
 void add_runs(std::map<std::string, RunFn>& out) {

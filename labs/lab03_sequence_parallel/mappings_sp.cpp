@@ -47,8 +47,9 @@ Tensor ReduceScatterToSequenceParallelRegion::forward([[maybe_unused]] const Ten
                                                       [[maybe_unused]] const std::string& label) const {
   // TODO(lab03 reduce_scatter_to_sequence_parallel_region forward): x [s, b, h], this rank's partial sum ->
   // [s/tp, b, h] = rows [r·s/tp, (r+1)·s/tp) of the sum of x over the TP ranks. Communication: one
-  // reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input, nothing else.
-  TPSP_LAB_TODO("lab03 reduce_scatter_to_sequence_parallel_region forward: x [s, b, h], this rank's partial sum -> [s/tp, b, h] = rows [r·s/tp, (r+1)·s/tp) of the sum of x over the TP ranks. Communication: one reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input, nothing else");
+  // reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input, nothing else. s not divisible by tp:
+  // ShapeError before any communication.
+  TPSP_LAB_TODO("lab03 reduce_scatter_to_sequence_parallel_region forward: x [s, b, h], this rank's partial sum -> [s/tp, b, h] = rows [r·s/tp, (r+1)·s/tp) of the sum of x over the TP ranks. Communication: one reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input, nothing else. s not divisible by tp: ShapeError before any communication");
 }
 Tensor ReduceScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
                                                        [[maybe_unused]] ProcessGroup& tp,

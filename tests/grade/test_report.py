@@ -1,15 +1,16 @@
 """Tests of tools/grade/report.py on real tpsp-check output (tests/grade/fixtures/, see its README.md).
 
-A temporary RESULTS/ holds a class of seven submissions, labs lab01 and lab02 (10 and 13 scenarios,
-so 23 points; the counts come from tpsp-check --list, fixtures/check_list.txt):
-  alice  both labs the engine's solution                     23 = 10 + 13
-  bob    lab01 the g_missing mutant, lab02 the solution      17 = 4 + 13 (the mutant passes every layout
-         only of the four column_linear* scenarios: g sits after the row-parallel linear)
+A temporary RESULTS/ holds a class of seven submissions, labs lab01 and lab02 (11 and 14 scenarios,
+so 25 points; the counts come from tpsp-check --list, fixtures/check_list.txt):
+  alice  both labs the engine's solution                     25 = 11 + 14
+  bob    lab01 the g_missing mutant, lab02 the solution      19 = 5 + 14 (the mutant passes every layout
+         only of the four column_linear* scenarios and row_linear_refuses_wrong_in: g sits after the
+         row-parallel linear's product, and the refusals come before it)
   carol  both labs the committed skeletons                    1 = 0 + 1 (lab02's transformer_layer_checks_seq
          holds its check in the skeleton; every other run stops at a TODO)
-  dave   lab01 build failed, lab02 the solution              13
-  erin   lab01 the solution, lab02 stopped by the time limit 10
-  frank  lab01 the solution, lab02's rank program not built  10
+  dave   lab01 build failed, lab02 the solution              14
+  erin   lab01 the solution, lab02 stopped by the time limit 11
+  frank  lab01 the solution, lab02's rank program not built  11
   gina   lab01 JSON truncated (unreadable), lab02 never ran   0
 Run: /usr/bin/python3 -m unittest tests/grade/test_report.py (ctest grade/report).
 """
@@ -58,19 +59,19 @@ CLASS = {
     "gina": {"lab01": ("TRUNCATED", DONE), "lab02": (None, None)},
 }
 NAMES = list(CLASS)
-WANT_SCORES = {"alice": 23, "bob": 17, "carol": 1, "dave": 13, "erin": 10, "frank": 10, "gina": 0}
+WANT_SCORES = {"alice": 25, "bob": 19, "carol": 1, "dave": 14, "erin": 11, "frank": 11, "gina": 0}
 WANT_CSV = [
     ["name", "score", "max_score", "lab01", "lab02", "status"],
-    ["alice", "23", "23", "10", "13", "ok"],
-    ["bob", "17", "23", "4", "13", "ok"],
-    ["carol", "1", "23", "0", "1", "ok"],
-    ["dave", "13", "23", "0", "13", "lab01 build failed"],
-    ["erin", "10", "23", "10", "0", "lab02 limit hit"],
-    ["frank", "10", "23", "10", "0", "lab02 not built"],
-    ["gina", "0", "23", "0", "0", "lab01 no result; lab02 not run"],
+    ["alice", "25", "25", "11", "14", "ok"],
+    ["bob", "19", "25", "5", "14", "ok"],
+    ["carol", "1", "25", "0", "1", "ok"],
+    ["dave", "14", "25", "0", "14", "lab01 build failed"],
+    ["erin", "11", "25", "11", "0", "lab02 limit hit"],
+    ["frank", "11", "25", "11", "0", "lab02 not built"],
+    ["gina", "0", "25", "0", "0", "lab01 no result; lab02 not run"],
 ]
 BOB_PASSED = ["lab01/column_linear", "lab01/column_linear_gather_output", "lab01/column_linear_skip_bias_add",
-              "lab01/column_linear_frozen_weight"] + [s for s in report.parse_scenario_list(
+              "lab01/column_linear_frozen_weight", "lab01/row_linear_refuses_wrong_in"] + [s for s in report.parse_scenario_list(
                   open(os.path.join(FIXTURES, "check_list.txt"), encoding="utf-8").read())["lab02"]]
 
 
@@ -132,8 +133,8 @@ class ClassReport(unittest.TestCase):
 
     def test_scores_and_summary(self):
         self.assertEqual(self.summary["scores"], WANT_SCORES)
-        self.assertEqual(self.summary["max_score"], 23)
-        self.assertEqual({lab: len(s) for lab, s in self.summary["scenarios"].items()}, {"lab01": 10, "lab02": 13})
+        self.assertEqual(self.summary["max_score"], 25)
+        self.assertEqual({lab: len(s) for lab, s in self.summary["scenarios"].items()}, {"lab01": 11, "lab02": 14})
 
     def test_scenarios_match_tpsp_check_list(self):
         with open(os.path.join(FIXTURES, "check_list.txt"), encoding="utf-8") as f:
@@ -149,16 +150,17 @@ class ClassReport(unittest.TestCase):
         for name in NAMES:
             r = self.results_json(name)
             check_gradescope_shape(self, r)
-            self.assertEqual(len(r["tests"]), 23, name)
+            self.assertEqual(len(r["tests"]), 25, name)
             self.assertEqual(r["score"], WANT_SCORES[name])
 
     def test_mutant_scores_only_scenarios_passed_in_every_layout(self):
         r = self.results_json("bob")
         self.assertEqual(sorted(t["name"] for t in r["tests"] if t["score"] == 1.0), sorted(BOB_PASSED))
         mlp = next(t for t in r["tests"] if t["name"] == "lab01/mlp")
-        self.assertIn("4 of 5 layouts passed", mlp["output"])  # g_missing passes with SP (g is a reduce-scatter)
-        self.assertIn("passed: tp=1, tp=1 sp, tp=2 sp, dp=2 tp=2 sp\n", mlp["output"])
+        self.assertIn("1 of 3 layouts passed", mlp["output"])  # lab01's MLP runs without SP only
+        self.assertIn("passed: tp=1\n", mlp["output"])  # g_missing is right where g is the identity
         self.assertIn("FAIL tp=2:", mlp["output"])
+        self.assertIn("FAIL dp=2 tp=2:", mlp["output"])
         self.assertIn("one rank's partial sum", mlp["output"])  # g_missing's expected signature
 
     def test_skeleton_says_not_implemented(self):
@@ -176,7 +178,7 @@ class ClassReport(unittest.TestCase):
                                  ("gina", "lab02", ["not run", "the task did not run"])]:
             r = self.results_json(name)
             tests = [t for t in r["tests"] if t["name"].startswith(lab + "/")]
-            self.assertEqual(len(tests), 10 if lab == "lab01" else 13)
+            self.assertEqual(len(tests), 11 if lab == "lab01" else 14)
             for t in tests:
                 self.assertEqual(t["score"], 0.0)
                 for w in words:
@@ -241,7 +243,7 @@ class Pieces(unittest.TestCase):
             task = report.load_task(root, "ann", "lab01")
             self.assertEqual((task["state"], task["message"], task["seconds"]),
                              (report.OK, "the driver noted: tpsp-check exited 1", 0.0))
-            self.assertEqual(len(task["runs"]), 38)
+            self.assertEqual(len(task["runs"]), 32)
             task = report.load_task(root, "ann", "lab02")
             self.assertEqual((task["state"], task["message"]), (report.OK, "the driver's lab02.status.json is absent"))
 
@@ -272,7 +274,7 @@ class CommandLine(unittest.TestCase):
     def test_cli_writes_the_csv(self):
         run = self.run_report("--labs", "lab01,lab02", "--scenarios", os.path.join(FIXTURES, "check_list.txt"))
         self.assertEqual(run.returncode, 0, run.stderr)
-        self.assertIn("7 submissions, 2 labs (lab01, lab02), max score 23", run.stdout)
+        self.assertIn("7 submissions, 2 labs (lab01, lab02), max score 25", run.stdout)
         with open(os.path.join(self.results, "class.csv"), encoding="utf-8", newline="") as f:
             self.assertEqual(list(csv.reader(f)), WANT_CSV)
 
