@@ -1,7 +1,11 @@
 """The golden cases of the Llama block's ops (tools/make_goldens.py writes them with the others): RMSNorm,
-SwiGLU and rotary position embedding, each from a float64 oracle written independently of the engine
-(torch 1.13 has neither F.rms_norm nor a rotary helper: RMSNorm is its own formula, SwiGLU is F.silu of
-the gate times up, and the rotation goes through complex numbers, not rotate_half)."""
+SwiGLU, rotary position embedding and grouped-query attention, each from a float64 oracle written
+independently of the engine (torch 1.13 has neither F.rms_norm nor a rotary helper nor
+scaled_dot_product_attention: RMSNorm is its own formula, SwiGLU is F.silu of the gate times up, the
+rotation goes through complex numbers, not rotate_half, and GQA gives each query head its group's key and
+value through repeat_interleave)."""
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -92,6 +96,47 @@ def case_rope(out, name, seed, s, b, heads, d, positions, base, what):
     c.f32("dx", dx, "dx: dy rotated by the opposite angles")
 
 
+def gqa_oracle(qkv, heads, groups, mask):
+    """Causal GQA on Megatron's per-group layout [s, b, groups·(heads/groups + 2)·d]: each group holds its
+    heads/groups queries, then its key, then its value. Keys and values reach their query heads through
+    repeat_interleave (head h uses group h // (heads/groups)); mask [b, s] (1 real, 0 pad) or None.
+    Returns out [s, b, heads·d] and probs [b, heads, s, s]."""
+    s, b, w = qkv.shape
+    per = heads // groups
+    d = w // (groups * (per + 2))
+    x = qkv.reshape(s, b, groups, per + 2, d)
+    q = x[:, :, :, :per, :].reshape(s, b, heads, d)
+    k = x[:, :, :, per, :].repeat_interleave(per, dim=2)
+    v = x[:, :, :, per + 1, :].repeat_interleave(per, dim=2)
+    q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, d]
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+    visible = torch.ones(s, s, dtype=torch.bool).tril().expand(b, heads, s, s)
+    if mask is not None:
+        visible = visible & (mask[:, None, None, :] > 0)
+    probs = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    probs = torch.nan_to_num(probs, nan=0.0)  # a query with no visible key: zeros
+    o = torch.matmul(probs, v)
+    return o.permute(2, 0, 1, 3).reshape(s, b, heads * d), probs
+
+
+def case_gqa(out, name, seed, s, b, heads, groups, d, mask_rows, what):
+    g = torch.Generator().manual_seed(seed)
+    c = Case(out, name, what, {"heads": heads, "query_groups": groups})
+    width = groups * (heads // groups + 2) * d
+    qkv = leaf(randn(g, s, b, width, scale=1.5))
+    mask = None if mask_rows is None else torch.tensor(mask_rows, dtype=torch.float64)
+    o, probs = gqa_oracle(qkv, heads, groups, mask)
+    dout = randn(g, s, b, heads * d)
+    (dqkv,) = grads_of(o, dout, (qkv,))
+    c.f32("qkv", qkv, f"input [s={s}, b={b}, groups·(heads/groups+2)·d={width}], per-group [q… | k | v], d={d}")
+    if mask is not None:
+        c.f32("key_padding_mask", mask, f"[b={b}, s={s}], 1 = real key, 0 = padded key")
+    c.f32("out", o, f"attention output [s, b, heads·d={heads * d}], head-major columns")
+    c.f32("probs", probs, "softmax probabilities [b, heads, s, s]")
+    c.f32("dout", dout, "upstream gradient [s, b, heads·d]")
+    c.f32("dqkv", dqkv, "gradient wrt qkv: a group's k and v gradients summed over its query heads")
+
+
 def cases(out):
     case_rmsnorm(out, "rmsnorm", 122, 1e-5, lambda g: randn(g, 5, 3, 24, scale=2.0), "N(0, 2²)",
                  "RMSNorm over the last dim (eps 1e-5), forward and backward")
@@ -105,3 +150,8 @@ def cases(out):
               "sequence shard at offset 4 holds under SP")
     case_rope(out, "rope_packed", 126, 7, 1, 2, 6, [0, 1, 2, 0, 1, 0, 1000], 500.0,
               "rotary embedding of packed sequences (positions restart at 0 per sequence; one at 1000), base 500")
+    case_gqa(out, "attention_gqa", 127, 6, 2, 6, 2, 4, [[1, 1, 1, 1, 1, 1], [0, 1, 1, 1, 0, 1]],
+             "causal grouped-query attention, 6 query heads on 2 key/value groups (d = 4), key padding mask "
+             "(row 1's first key padded: query 0 sees nothing)")
+    case_gqa(out, "attention_mqa", 128, 5, 1, 3, 1, 5, None,
+             "causal multi-query attention: 3 query heads share one key/value group (d = 5)")

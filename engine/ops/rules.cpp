@@ -14,7 +14,9 @@ int64_t leading_rows(const Tensor& t) {
 }
 
 AttentionDims attention_dims(const Tensor& qkv, const AttentionOptions& opt) {
-  return AttentionDims{qkv.size(0), qkv.size(1), opt.heads, qkv.size(2) / (3 * opt.heads)};
+  const int64_t groups = opt.query_groups > 0 ? opt.query_groups : opt.heads;
+  return AttentionDims{qkv.size(0), qkv.size(1), opt.heads, qkv.size(2) / (groups * (opt.heads / groups + 2)),
+                       groups};
 }
 
 std::vector<int64_t> first_visible_key(const AttentionOptions& opt, int64_t s) {
@@ -225,11 +227,22 @@ void softmax_backward(const Tensor& dy, const Tensor& y) {
 
 namespace {
 AttentionDims attention_args(const Tensor& qkv, const AttentionOptions& opt, const char* what) {
-  TPSP_CHECK(qkv.dim() == 3, what, ": qkv must be [s, b, heads*3*d], got ", shape_str(qkv.shape()));
+  TPSP_CHECK(qkv.dim() == 3, what, ": qkv must be [s, b, groups*(heads/groups+2)*d], got ",
+             shape_str(qkv.shape()));
   TPSP_CHECK(opt.heads >= 1, what, ": heads = ", opt.heads, " must be >= 1");
-  const int64_t s = qkv.size(0), b = qkv.size(1), c = qkv.size(2);
-  TPSP_CHECK(c > 0 && c % (3 * opt.heads) == 0, what, ": the last dim ", c, " of qkv ",
-             shape_str(qkv.shape()), " is not a positive multiple of 3*heads = ", 3 * opt.heads);
+  TPSP_CHECK(opt.query_groups >= 0, what, ": query_groups = ", opt.query_groups, " must be >= 0 (0: heads)");
+  const int64_t groups = opt.query_groups > 0 ? opt.query_groups : opt.heads;
+  TPSP_CHECK(opt.heads % groups == 0, what, ": heads=", opt.heads,
+             " is not divisible by query_groups=", groups,
+             " (each key/value group serves heads/query_groups query heads)");
+  const int64_t s = qkv.size(0), b = qkv.size(1), c = qkv.size(2), width = groups * (opt.heads / groups + 2);
+  if (groups == opt.heads)
+    TPSP_CHECK(c > 0 && c % width == 0, what, ": the last dim ", c, " of qkv ", shape_str(qkv.shape()),
+               " is not a positive multiple of 3*heads = ", width);
+  else
+    TPSP_CHECK(c > 0 && c % width == 0, what, ": the last dim ", c, " of qkv ", shape_str(qkv.shape()),
+               " is not a positive multiple of query_groups*(heads/query_groups+2) = ", groups, "*(",
+               opt.heads, "/", groups, "+2) = ", width);
   if (opt.key_padding_mask.defined())
     check_shape(opt.key_padding_mask, {b, s}, "attention: key_padding_mask");
   if (!opt.cu_seqlens.empty()) {

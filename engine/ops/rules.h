@@ -24,12 +24,22 @@ namespace tpsp::ops {
 /// Rows of a [..., k] tensor flattened to a matrix: numel / last dim (0 when the last dim is 0).
 int64_t leading_rows(const Tensor& t);
 
-/// The sizes of one attention call: qkv [s, b, heads·3·d], out [s, b, heads·d], probs [b, heads, s, s].
+/// The sizes of one attention call: qkv [s, b, groups·(per_group + 2)·d] (per_group = heads / groups
+/// query heads, then the group's k and v), out [s, b, heads·d], probs [b, heads, s, s].
 struct AttentionDims {
-  int64_t s, b, heads, d;
-  int64_t batch() const { return b * heads; }           // (batch, head) blocks
-  int64_t ld_qkv() const { return b * heads * 3 * d; }  // row stride of Q, K, V (and dQ, dK, dV)
-  int64_t ld_out() const { return b * heads * d; }      // row stride of O (and dO)
+  int64_t s, b, heads, d, groups;
+  int64_t per_group() const { return heads / groups; }           // query heads per group
+  int64_t group_width() const { return (per_group() + 2) * d; }  // one group's [q… | k | v]
+  int64_t ld_qkv() const { return b * groups * group_width(); }  // row stride of Q, K, V (and dQ…)
+  int64_t ld_out() const { return b * heads * d; }               // row stride of O (and dO)
+  /// Offsets in one row of qkv of query head h's q, and of its group's k and v.
+  int64_t q_offset(int64_t bi, int64_t h) const {
+    return (bi * groups + h / per_group()) * group_width() + (h % per_group()) * d;
+  }
+  int64_t k_offset(int64_t bi, int64_t h) const {
+    return (bi * groups + h / per_group()) * group_width() + per_group() * d;
+  }
+  int64_t v_offset(int64_t bi, int64_t h) const { return k_offset(bi, h) + d; }
 };
 /// The sizes of checked attention arguments (rules::attention_forward established them).
 AttentionDims attention_dims(const Tensor& qkv, const AttentionOptions& opt);

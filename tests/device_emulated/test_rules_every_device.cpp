@@ -142,6 +142,20 @@ std::vector<Case> cases() {
        [packed](const On& t) {
          ops::attention_forward(t({2, 2, 6}), packed);
        }},
+      {"attention_forward",
+       [](const On& t) {
+         ops::AttentionOptions gqa;
+         gqa.heads = 6;
+         gqa.query_groups = 4;  // 6 % 4 != 0
+         ops::attention_forward(t({2, 1, 24}), gqa);
+       }},
+      {"attention_forward",
+       [](const On& t) {
+         ops::AttentionOptions gqa;
+         gqa.heads = 4;
+         gqa.query_groups = 2;  // width 2·(2 + 2) = 8 per unit of d: 12 is not a multiple
+         ops::attention_forward(t({2, 1, 12}), gqa);
+       }},
       {"attention_backward",
        [one_head](const On& t) {
          ops::attention_backward(t({2, 1, 3}), t({2, 1, 6}), t({1, 1, 2, 2}), one_head);
@@ -221,5 +235,5 @@ TEST_CASE("rules: each op's bad input raises the same message on the CPU and on 
     CHECK(dev.message == cpu.message);
     ++compared;
   }
-  CHECK(compared == 33);
+  CHECK(compared == 35);
 }

@@ -63,6 +63,26 @@ TEST_CASE("attention: causal, with a key padding mask, with packed sequences, wi
   compare_attention(qkv, opt, "attention-probability dropout on a head shard");
 }
 
+TEST_CASE(
+    "attention: grouped-query (4 query heads on 2 and on 1 key/value groups), with padding and dropout") {
+  gpu_test::require_gpu();
+  const int64_t s = 12, b = 2, heads = 4, d = 16;
+  for (const int64_t groups : {2, 1}) {
+    CAPTURE(groups);
+    const Tensor qkv = rand_cpu({s, b, groups * (heads / groups + 2) * d}, 33, -2.f, 2.f);
+    ops::AttentionOptions opt;
+    opt.heads = heads;
+    opt.query_groups = groups;
+    compare_attention(qkv, opt, "grouped-query");
+    Tensor mask = Tensor::full({b, s}, 1.f);
+    mask.at({0, 3}) = 0.f;
+    opt.key_padding_mask = mask;
+    opt.dropout_p = 0.2f;
+    opt.dropout_key = ops::DropoutKey{5, 13, {}, {}};
+    compare_attention(qkv, opt, "grouped-query, key padding and dropout");
+  }
+}
+
 TEST_CASE("dropout: the CUDA mask is the CPU mask bit for bit, whole and as a shard of a global key") {
   gpu_test::require_gpu();
   const Tensor ones = Tensor::full({6, 3, 40}, 1.f);

@@ -1,13 +1,14 @@
-// Causal multi-head self-attention on [s, b, heads·3·d] with per-head [q|k|v] blocks.
+// Causal multi-head (and grouped-query) self-attention on [s, b, G·(heads/G + 2)·d] with per-group
+// [q… | k | v] blocks (engine/ops/attention.h).
 //
-// For one (batch bi, head) pair, Q, K and V are s×d matrices inside qkv whose rows are b·3·heads·d
-// floats apart, so every product is one strided sgemm (lda = b·3·heads·d), no copies:
+// For one (batch bi, head) pair, Q, K and V (K and V those of the head's group) are s×d matrices inside
+// qkv whose rows are b·G·(heads/G + 2)·d floats apart, so every product is one strided sgemm, no copies:
 //   S = Q·Kᵀ/√d (masked: key j > query i, a padded key, or with cu_seqlens a key of another packed
 //   sequence: key j < the first token of query i's sequence) → P = softmax(S) → P' = P ⊙ M_drop
 //   O = P'·V
 // Backward (the mirror):
 //   dV = P'ᵀ·dO;  dP' = dO·Vᵀ;  dP = dP' ⊙ M_drop;  dS = P ⊙ (dP − rowsum(dP ⊙ P));
-//   dQ = dS·K/√d;  dK = dSᵀ·Q/√d.
+//   dQ = dS·K/√d;  dK = dSᵀ·Q/√d;  a group's dK and dV summed over its query heads (β = 1).
 // The dropout mask is regenerated from the key in backward (never stored).
 #include <cblas.h>
 
@@ -22,12 +23,12 @@
 namespace tpsp::ops::cpu {
 namespace {
 
-/// C[M, N] = alpha · op(A) · op(B), row-major with explicit leading dimensions; C is overwritten.
+/// C[M, N] = alpha · op(A) · op(B) + beta · C, row-major with explicit leading dimensions.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+          int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float beta = 0.f) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda),
-              B, static_cast<int>(ldb), 0.f, C, static_cast<int>(ldc));
+              B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
 }  // namespace
@@ -48,9 +49,9 @@ AttentionOut CpuOps::attention_forward(const Tensor& qkv, const AttentionOptions
   for (int64_t bi = 0; bi < D.b; ++bi) {
     const float* key_ok = padded ? opt.key_padding_mask.data() + bi * s : nullptr;
     for (int64_t h = 0; h < D.heads; ++h) {
-      const float* q = qkv.data() + bi * D.heads * 3 * d + h * 3 * d;
-      const float* k = q + d;
-      const float* v = q + 2 * d;
+      const float* q = qkv.data() + D.q_offset(bi, h);
+      const float* k = qkv.data() + D.k_offset(bi, h);
+      const float* v = qkv.data() + D.v_offset(bi, h);
       float* P = res.probs.data() + (bi * D.heads + h) * s * s;
       gemm(false, true, s, s, d, scale, q, ld, k, ld, P, s);  // S = Q·Kᵀ/√d
       for (int64_t i = 0; i < s; ++i) {                       // masked, stable softmax per query row
@@ -99,13 +100,13 @@ Tensor CpuOps::attention_backward(const Tensor& dout, const Tensor& qkv, const T
   std::vector<float> dP(static_cast<std::size_t>(s * s));
   for (int64_t bi = 0; bi < D.b; ++bi) {
     for (int64_t h = 0; h < D.heads; ++h) {
-      const int64_t qkv_off = bi * D.heads * 3 * d + h * 3 * d;
-      const float* q = qkv.data() + qkv_off;
-      const float* k = q + d;
-      const float* v = q + 2 * d;
-      float* dq = dqkv.data() + qkv_off;
-      float* dk = dq + d;
-      float* dv = dq + 2 * d;
+      const float* q = qkv.data() + D.q_offset(bi, h);
+      const float* k = qkv.data() + D.k_offset(bi, h);
+      const float* v = qkv.data() + D.v_offset(bi, h);
+      float* dq = dqkv.data() + D.q_offset(bi, h);
+      float* dk = dqkv.data() + D.k_offset(bi, h);
+      float* dv = dqkv.data() + D.v_offset(bi, h);
+      const float acc = h % D.per_group() == 0 ? 0.f : 1.f;  // a group's dK, dV: the sum over its heads
       const float* dO = dout.data() + bi * D.heads * d + h * d;
       const float* P = probs.data() + (bi * D.heads + h) * s * s;
       const float* M = drop ? mask.data() + (bi * D.heads + h) * s * s : nullptr;
@@ -114,7 +115,7 @@ Tensor CpuOps::attention_backward(const Tensor& dout, const Tensor& qkv, const T
         for (int64_t i = 0; i < s * s; ++i) dropped[static_cast<std::size_t>(i)] = P[i] * M[i];
         Pv = dropped.data();
       }
-      gemm(true, false, s, d, s, 1.f, Pv, s, dO, ldo, dv, ld);        // dV = P'ᵀ·dO
+      gemm(true, false, s, d, s, 1.f, Pv, s, dO, ldo, dv, ld, acc);   // dV (+)= P'ᵀ·dO
       gemm(false, true, s, s, d, 1.f, dO, ldo, v, ld, dP.data(), s);  // dP' = dO·Vᵀ
       for (int64_t i = 0; i < s; ++i) {                               // dS = P ⊙ (dP − Σ_j dP·P)
         float* row = dP.data() + i * s;
@@ -126,8 +127,8 @@ Tensor CpuOps::attention_backward(const Tensor& dout, const Tensor& qkv, const T
         const float fdot = static_cast<float>(dot);
         for (int64_t j = 0; j < s; ++j) row[j] = prow[j] * (row[j] - fdot);
       }
-      gemm(false, false, s, d, s, scale, dP.data(), s, k, ld, dq, ld);  // dQ = dS·K/√d
-      gemm(true, false, s, d, s, scale, dP.data(), s, q, ld, dk, ld);   // dK = dSᵀ·Q/√d
+      gemm(false, false, s, d, s, scale, dP.data(), s, k, ld, dq, ld);      // dQ = dS·K/√d
+      gemm(true, false, s, d, s, scale, dP.data(), s, q, ld, dk, ld, acc);  // dK (+)= dSᵀ·Q/√d
     }
   }
   return dqkv;
