@@ -7,18 +7,6 @@ namespace tpsp::reference {
 
 namespace {
 
-const Tensor& param(const ParamMap& p, const std::string& name) {
-  const auto it = p.find(name);
-  TPSP_CHECK(it != p.end(), "reference layer: parameter '", name, "' is missing");
-  return it->second;
-}
-
-void accumulate(ParamMap& grads, const std::string& name, const Tensor& g) {
-  const auto it = grads.find(name);
-  TPSP_CHECK(it != grads.end(), "reference layer: gradient buffer '", name, "' is missing");
-  ops::add_(it->second, g);
-}
-
 ops::DropoutKey key(const LayerSpec& spec, const std::string& site, const Shape& whole) {
   return {spec.seed, ops::dropout_stream(site, spec.iteration), whole, {}};
 }

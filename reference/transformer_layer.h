@@ -16,11 +16,9 @@
 
 #include "engine/ops/ops.h"
 #include "engine/tensor.h"
+#include "reference/param_map.h"
 
 namespace tpsp::reference {
-
-/// Named whole parameters (or gradients), ordered by name.
-using ParamMap = std::map<std::string, Tensor>;
 
 /// The layer's shape and its dropout keys: hidden h, heads, LayerNorm eps, dropout p, and the
 /// (seed, iteration) the masks are keyed by.

@@ -137,6 +137,66 @@ def case_gqa(out, name, seed, s, b, heads, groups, d, mask_rows, what):
     c.f32("dqkv", dqkv, "gradient wrt qkv: a group's k and v gradients summed over its query heads")
 
 
+def llama_layer_oracle(x, P, heads, groups, eps, base, positions, qk_layernorm, cu_seqlens):
+    """One Llama layer in float64, as Llama's reference code writes it (no fused matrices): RMSNorm, q/k/v
+    projections, optional per-head RMSNorm of q and k, RoPE through complex numbers, keys and values
+    repeat_interleave'd to their query heads, causal attention inside each packed sequence, then the
+    residual, RMSNorm and F.silu(gate)·up into fc2."""
+    s, b, h = x.shape
+    d, per = h // heads, heads // groups
+    a = rmsnorm_oracle(x, P["input_layernorm.weight"], eps)
+    q = F.linear(a, P["self_attention.linear_q.weight"])
+    k = F.linear(a, P["self_attention.linear_k.weight"])
+    v = F.linear(a, P["self_attention.linear_v.weight"])
+    if qk_layernorm:
+        q = rmsnorm_oracle(q.reshape(s, b, heads, d), P["self_attention.q_layernorm.weight"], eps).reshape(s, b, -1)
+        k = rmsnorm_oracle(k.reshape(s, b, groups, d), P["self_attention.k_layernorm.weight"], eps).reshape(s, b, -1)
+    q, k = rope_oracle(q, positions, d, base), rope_oracle(k, positions, d, base)
+    qh = q.reshape(s, b, heads, d).permute(1, 2, 0, 3)
+    kh = k.reshape(s, b, groups, d).repeat_interleave(per, dim=2).permute(1, 2, 0, 3)
+    vh = v.reshape(s, b, groups, d).repeat_interleave(per, dim=2).permute(1, 2, 0, 3)
+    seq = torch.zeros(s, dtype=torch.long)
+    for i, start in enumerate(cu_seqlens[1:-1] if cu_seqlens else []):
+        seq[start:] = i + 1
+    visible = torch.ones(s, s, dtype=torch.bool).tril() & (seq[:, None] == seq[None, :])
+    scores = torch.matmul(qh, kh.transpose(-1, -2)) / math.sqrt(d)
+    probs = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    o = torch.matmul(probs, vh).permute(2, 0, 1, 3).reshape(s, b, heads * d)
+    x_mid = x + F.linear(o, P["self_attention.linear_proj.weight"])
+    m = rmsnorm_oracle(x_mid, P["pre_mlp_layernorm.weight"], eps)
+    gated = F.silu(F.linear(m, P["mlp.linear_gate.weight"])) * F.linear(m, P["mlp.linear_up.weight"])
+    return x_mid + F.linear(gated, P["mlp.linear_fc2.weight"])
+
+
+def case_llama_layer(out, name, seed, s, b, h, heads, groups, ffn, positions, qk_layernorm, cu_seqlens, what):
+    """x N(0, 1); every matrix N(0, 0.2²), every norm weight N(1, 0.1²) (names as reference/llama_layer.h
+    with an empty prefix, stored as w.<name>; their gradients as g.<name>); dy N(0, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    eps, base, d = f32(1e-5), f32(10000.0), h // heads
+    c = Case(out, name, what, {"heads": heads, "query_groups": groups, "ffn": ffn, "eps": eps, "rotary_base": base,
+                               "positions": positions, "qk_layernorm": qk_layernorm, "cu_seqlens": cu_seqlens})
+    shapes = {"input_layernorm.weight": [h], "self_attention.linear_q.weight": [heads * d, h],
+              "self_attention.linear_k.weight": [groups * d, h], "self_attention.linear_v.weight": [groups * d, h],
+              "self_attention.linear_proj.weight": [h, heads * d], "pre_mlp_layernorm.weight": [h],
+              "mlp.linear_gate.weight": [ffn, h], "mlp.linear_up.weight": [ffn, h], "mlp.linear_fc2.weight": [h, ffn]}
+    if qk_layernorm:
+        shapes["self_attention.q_layernorm.weight"] = [d]
+        shapes["self_attention.k_layernorm.weight"] = [d]
+    x = leaf(randn(g, s, b, h))
+    P = {n: leaf(randn(g, *sh, scale=0.1, shift=1.0) if n.endswith("layernorm.weight") else randn(g, *sh, scale=0.2))
+         for n, sh in shapes.items()}
+    y = llama_layer_oracle(x, P, heads, groups, eps, base, positions, qk_layernorm, cu_seqlens)
+    dy = randn(g, s, b, h)
+    grads = grads_of(y, dy, (x, *P.values()))
+    c.f32("x", x, f"input [s={s}, b={b}, h={h}]")
+    c.f32("y", y, "layer output [s, b, h]")
+    c.f32("dy", dy, "upstream gradient [s, b, h]")
+    c.f32("dx", grads[0], "dx [s, b, h]")
+    for (n, w), gw in zip(P.items(), grads[1:]):
+        c.f32("w." + n, w, f"parameter {n} {list(w.shape)}")
+        c.f32("g." + n, gw, f"gradient of {n}")
+
+
 def cases(out):
     case_rmsnorm(out, "rmsnorm", 122, 1e-5, lambda g: randn(g, 5, 3, 24, scale=2.0), "N(0, 2²)",
                  "RMSNorm over the last dim (eps 1e-5), forward and backward")
@@ -155,3 +215,9 @@ def cases(out):
              "(row 1's first key padded: query 0 sees nothing)")
     case_gqa(out, "attention_mqa", 128, 5, 1, 3, 1, 5, None,
              "causal multi-query attention: 3 query heads share one key/value group (d = 5)")
+    case_llama_layer(out, "llama_layer", 129, 6, 2, 16, 4, 2, 24, list(range(6)), False, [],
+                     "one Llama layer, h = 16, 4 query heads on 2 key/value groups (d = 4), ffn = 24, RoPE base 1e4 "
+                     "at positions 0..5, forward and backward of every parameter")
+    case_llama_layer(out, "llama_layer_qknorm_packed", 130, 7, 1, 12, 2, 1, 10, [0, 1, 2, 0, 1, 2, 3], True,
+                     [0, 3, 7], "one Llama layer with qk_layernorm, multi-query (2 heads, 1 group, d = 6), two "
+                     "packed sequences (3 and 4 tokens; positions restart)")
