@@ -1,0 +1,97 @@
+// One tensor-parallel (+ sequence-parallel) Llama layer with explicit forward and backward, in
+// Megatron-LM's layouts (megatron/core/transformer/attention.py get_query_key_value_tensors, mlp.py's
+// gated linear unit, tensor_parallel/layers.py stride; Touvron et al. 2023):
+//   attention: RMSNorm → linear_qkv ColumnParallelLinear of the FUSED weight laid out per key/value
+//              group ([q of the group's heads… | k | v] per group), no bias → optional per-head RMSNorm of
+//              q and k (qk_layernorm) → RoPE at the whole sequence's positions (after SP's all-gather)
+//              → causal grouped-query attention on the local heads → linear_proj RowParallelLinear;
+//   MLP:       RMSNorm → linear_fc1 ColumnParallelLinear of the FUSED [W_gate; W_up] split with stride 2
+//              (rank r holds gate's r-th and up's r-th row blocks, so its output is [gate_r | up_r]) →
+//              SwiGLU → linear_fc2 RowParallelLinear.
+// Groups over ranks: with groups % tp == 0 each rank holds whole groups; with tp % groups == 0 the fused
+// weight is split evenly, the QKV activation all-gathered over TP along its last dim and each rank keeps
+// its group r / (tp/groups) with its heads/tp query heads (backward: the reduce-scatter of that gather
+// sums the shared k and v gradients). Norm weights are replicated; under SP input/pre_mlp_layernorm's
+// gradients, and q/k_layernorm's always, are this rank's partial sums, to be all-reduced over TP
+// (Megatron finalize_model_grads). The oracle is reference/llama_layer.h, with unfused weights.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/model/transformer_layer.h"
+#include "engine/ops/rmsnorm.h"
+
+namespace tpsp::model {
+
+/// The Llama layer's sizes (Megatron's names): hidden, query heads, num_query_groups (0 = heads), ffn
+/// (the width of gate and of up), RMSNorm eps, RoPE base, qk_layernorm.
+struct LlamaLayerConfig {
+  int64_t hidden = 0;
+  int64_t heads = 1;
+  int64_t num_query_groups = 0;
+  int64_t ffn = 0;
+  float norm_eps = 1e-5f;
+  float rotary_base = 10000.f;
+  bool qk_layernorm = false;
+  int64_t groups() const { return num_query_groups > 0 ? num_query_groups : heads; }
+  int64_t head_dim() const { return hidden / heads; }
+  /// Throws ShapeError naming the rule and the values, before any communication: positive sizes,
+  /// hidden % heads, heads % groups, an even head dim (RoPE), heads % tp, ffn % tp, groups dividing tp
+  /// or divisible by it ("num_query_groups=3 and tp=2: one must divide the other"), and for tp > groups
+  /// the fused QKV rows divisible by tp.
+  void validate(int tp) const;
+};
+
+/// The whole UNFUSED parameters of one layer (names of reference/llama_layer.h under `prefix`) → this
+/// rank's local shards of the fused ones: "<prefix>self_attention.linear_qkv.weight"
+/// [groups·(heads/groups + 2)·d / tp, h], "<prefix>mlp.linear_fc1.weight" [2·ffn/tp, h] = [gate_r; up_r],
+/// linear_proj [h, heads·d/tp], linear_fc2 [h, ffn/tp], the norm weights whole. Throws ShapeError for a
+/// missing parameter or a bad config.
+std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tensor>& whole,
+                                                const LlamaLayerConfig& cfg, const std::string& prefix,
+                                                int rank, int tp);
+
+/// Activations one Llama layer keeps for backward on this rank.
+struct LlamaLayerSaved {
+  Tensor x_in, x_mid;        // residual stream [s, b, h] or [s/tp, b, h] (SP)
+  ops::RMSNormOut ln1, ln2;  // on the same rows
+  tensor_parallel::LinearSaved qkv_in, proj_in, fc1_in, fc2_in;
+  Tensor q_raw, k_raw, v;          // this rank's groups, [s, b, n·d] each
+  ops::RMSNormOut q_norm, k_norm;  // qk_layernorm only
+  Tensor qkv;                      // rotated, per-group layout for the attention op
+  ops::AttentionOut attn;          // out [s, b, heads/tp·d], probs [b, heads/tp, s, s]
+  ops::AttentionOptions attn_opt;
+  Tensor gate_up;                  // [s, b, 2·ffn/tp] = [gate_r | up_r]
+  std::vector<int64_t> positions;  // the whole sequence's
+};
+
+/// One Llama layer's handles to the model's parameter and gradient shards.
+class LlamaLayer {
+ public:
+  /// prefix: "decoder.layers.i."; params/grads: maps holding this layer's local shards
+  /// (shard_llama_layer's names). Throws ShapeError on a bad config for tp (validate).
+  LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map<std::string, Tensor>& params,
+             std::map<std::string, Tensor>& grads, int tp, bool sequence_parallel);
+  /// x: [s, b, h] (or this rank's [s/tp, b, h] under SP) → same shape. positions: the whole
+  /// sequence's s positions (empty: 0 … s−1; with ctx.cu_seqlens they restart per sequence). Throws
+  /// ShapeError, before any collective, for an input that disagrees with ctx or positions of another
+  /// count.
+  Tensor forward(const Tensor& x, LlamaLayerSaved& saved, const LayerContext& ctx,
+                 const std::vector<int64_t>& positions = {}) const;
+  /// dy shaped like the output → dx shaped like the input; accumulates this layer's gradients.
+  Tensor backward(const Tensor& dy, const LlamaLayerSaved& saved, const LayerContext& ctx);
+
+ private:
+  LlamaLayerConfig cfg_;
+  std::string prefix_;
+  int tp_;
+  Tensor ln1_w_, ln2_w_, qn_w_, kn_w_;
+  Tensor dln1_w_, dln2_w_, dqn_w_, dkn_w_;
+  tensor_parallel::ColumnParallelLinear qkv_, fc1_;
+  tensor_parallel::RowParallelLinear proj_, fc2_;
+};
+
+}  // namespace tpsp::model
