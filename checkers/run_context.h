@@ -92,9 +92,10 @@ Tensor refused(F&& fn) {
 
 /// A refusal the contract promises: fn() must raise ShapeError (std::invalid_argument) before any
 /// communication. Adds two [1] flags to `out`: "refuses_<what>" (1: it raised) and
-/// "no_call_before_refusing_<what>" (1: the recorder's records and pending calls of ctx's TP group are
-/// unchanged across the call: nothing was sent, received or issued). The grader's side of both flags is
-/// expect_refusal() in checkers/scenario.h.
+/// "no_call_before_refusing_<what>" (1: the process's recorder, which every group of the rank records
+/// into, has the same records and pending calls after the call: nothing was sent, received or issued).
+/// The grader's side of both flags is expect_refusal() in checkers/scenario.h. A refusal scenario also
+/// makes one well-shaped call (check_accepts), so code that refuses everything cannot pass it.
 template <class F>
 void check_refusal(RunContext& ctx, RankOutputs& out, const std::string& what, F&& fn) {
   const auto calls = [&] { return ctx.tp->recorder().size() + ctx.tp->recorder().pending().size(); };
@@ -102,6 +103,14 @@ void check_refusal(RunContext& ctx, RankOutputs& out, const std::string& what, F
   const Tensor flag = refused(std::forward<F>(fn));
   out["refuses_" + what] = ctx.on_device(flag);
   out["no_call_before_refusing_" + what] = ctx.on_device(Tensor::from({1}, {calls() == before ? 1.f : 0.f}));
+}
+
+/// The well-shaped call beside a scenario's refusals: adds "accepts_<what>" (1: fn() returned, 0: it raised
+/// std::invalid_argument). A TODO's NotImplemented propagates (the scenario is not implemented yet). The
+/// grader's side is expect_accepted() in checkers/scenario.h.
+template <class F>
+void check_accepts(RunContext& ctx, RankOutputs& out, const std::string& what, F&& fn) {
+  out["accepts_" + what] = ctx.on_device(Tensor::from({1}, {1.f - refused(std::forward<F>(fn)).at(0)}));
 }
 
 /// Calls fn() and then checks that it left every listed input unchanged (InputGuard).

@@ -42,7 +42,14 @@ void expect_refusal(ExpectedOutputs& out, const std::string& what, const std::st
   out["no_call_before_refusing_" + what] = {
       .whole = Tensor::from({1}, {1.f}),
       .meaning = "1 = nothing was sent, received or issued before the refusal; 0 = " + who +
-                 " communicated first (check the shape before any send or recv)"};
+                 " communicated first (check the arguments before any communication)"};
+}
+
+void expect_accepted(ExpectedOutputs& out, const std::string& what, const std::string& call) {
+  out["accepts_" + what] = {.whole = Tensor::from({1}, {1.f}),
+                            .meaning = "1 = " + call +
+                                       " ran; 0 = it raised ShapeError on a shape the contract "
+                                       "accepts (a refusal must depend on the shape)"};
 }
 
 }  // namespace tpsp::checkers

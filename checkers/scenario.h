@@ -107,6 +107,10 @@ struct Scenario {
 void expect_refusal(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
                     const std::string& accepted, const std::string& who);
 
+/// The grader's side of check_accepts(): "accepts_<what>" must be 1; `call` names the well-shaped call
+/// ("ring_reduce_scatter of 2·tp rows").
+void expect_accepted(ExpectedOutputs& out, const std::string& what, const std::string& call);
+
 /// Every scenario of every lab, in lab order.
 const std::vector<Scenario>& all_scenarios();
 /// The scenario "labNN/name"; throws std::invalid_argument listing the known names.

@@ -88,6 +88,9 @@ void add_scenarios(std::vector<Scenario>& out) {
              " it cannot split into n equal chunks (rows were dropped, or the "
              "ranks exchanged chunks of different sizes)";
          ExpectedOutputs out;
+         expect_accepted(
+             out, "reduce_scatter_of_2n_rows",
+             "ring_reduce_scatter of " + std::to_string(2 * tp) + " rows at n=" + std::to_string(tp));
          expect_refusal(out, "reduce_scatter_of_uneven_rows",
                         "ring_reduce_scatter raised ShapeError for " + rows, "it accepted rows" + lost,
                         "ring_reduce_scatter");

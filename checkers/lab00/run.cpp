@@ -39,8 +39,11 @@ void add_runs(std::map<std::string, RunFn>& out) {
     ctx.run_on_host();
     const Tensor uneven = input_tensor({2 * ctx.size() + 1, C}, ctx.seed, "ring.uneven", 1, true);
     const Tensor scalar = Tensor::from({}, {1.f});
+    const Tensor even = input_tensor({2 * ctx.size(), C}, ctx.seed, "ring.even", 1, true);
     ctx.begin_phase("refuse");
     RankOutputs out;
+    check_accepts(ctx, out, "reduce_scatter_of_2n_rows",
+                  [&] { comm::ring_reduce_scatter(*ctx.tp, even, "check.ok"); });
     check_refusal(ctx, out, "reduce_scatter_of_uneven_rows",
                   [&] { comm::ring_reduce_scatter(*ctx.tp, uneven, "check.ring_rs"); });
     Tensor t = uneven.clone();

@@ -123,6 +123,8 @@ ExpectedOutputs expected_row_refuses(int tp, bool sp) {
   const std::string layer = sp ? "RowParallelLinear.forward_sp" : "RowParallelLinear.forward";
   const std::string cut = " (the product used part of x and dropped the rest)";
   ExpectedOutputs out;
+  expect_accepted(out, "x_of_local_in_features",
+                  layer + " of x [" + std::to_string(S) + ", " + std::to_string(B) + ", " + local + "]");
   expect_refusal(out, "x_wider_than_local_in_features",
                  layer + " raised ShapeError for x [" + std::to_string(S) + ", " + std::to_string(B) + ", " +
                      wide + "] against a weight of " + local + " input columns",

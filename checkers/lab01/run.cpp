@@ -123,15 +123,19 @@ RankOutputs run_row_refuses(RunContext& ctx) {
                              dw, db, opt, "check.row");
   };
   const Tensor wide = ctx.on_device(input_tensor({S, B, F / n + 1}, ctx.seed, "row.wide"));
+  const Tensor fits = ctx.on_device(input_tensor({S, B, F / n}, ctx.seed, "row.fits"));
+  const RowParallelLinear parallel_in = layer(true);
   ctx.begin_phase("refuse");
   RankOutputs out;
   LinearSaved saved;
+  check_accepts(ctx, out, "x_of_local_in_features", [&] { parallel_in.forward(fits, saved, *ctx.tp); });
   check_refusal(ctx, out, "x_wider_than_local_in_features",
-                [&] { layer(true).forward(wide, saved, *ctx.tp); });
+                [&] { parallel_in.forward(wide, saved, *ctx.tp); });
   if (!ctx.sp) {
+    const RowParallelLinear whole_in = layer(false);
     const Tensor whole = ctx.on_device(input_tensor({S, B, F + n}, ctx.seed, "row.whole_wide"));
     check_refusal(ctx, out, "whole_x_wider_than_in_features",
-                  [&] { layer(false).forward(whole, saved, *ctx.tp); });
+                  [&] { whole_in.forward(whole, saved, *ctx.tp); });
   }
   return out;
 }

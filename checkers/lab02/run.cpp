@@ -70,6 +70,7 @@ RankOutputs run_cross_entropy_bad_inputs(RunContext& ctx) {
   t_neg[7] = -1;
   ctx.begin_phase("refusals");
   RankOutputs out;
+  check_accepts(ctx, out, "targets_in_range", [&] { call(local, ce_targets(ctx.seed)); });
   check_refusal(ctx, out, "target_equal_to_V", [&] { call(local, t_v); });
   check_refusal(ctx, out, "target_minus_1", [&] { call(local, t_neg); });
   if (n > 1) check_refusal(ctx, out, "full_vocabulary_logits", [&] { call(whole, ce_targets(ctx.seed)); });

@@ -120,6 +120,10 @@ void add_scenarios(std::vector<Scenario>& out) {
              "it accepted a sequence it cannot split into tp chunks (rows were "
              "dropped, or ranks hold chunks of different sizes)";
          ExpectedOutputs out;
+         const std::string even = " of s=" + std::to_string(2 * tp) + " rows at tp=" + std::to_string(tp);
+         expect_accepted(out, "scatter_of_2tp_rows", "scatter_to_sequence_parallel_region.forward" + even);
+         expect_accepted(out, "reduce_scatter_of_2tp_rows",
+                         "reduce_scatter_to_sequence_parallel_region.forward" + even);
          expect_refusal(out, "scatter_of_uneven_s",
                         "scatter_to_sequence_parallel_region.forward raised ShapeError for " + s, lost,
                         "the scatter");

@@ -79,8 +79,13 @@ RankOutputs with_dbias_share(RankOutputs out) {
 RankOutputs run_sp_refuses(RunContext& ctx) {
   using namespace tensor_parallel;
   const Tensor x = ctx.on_device(input_tensor({2 * ctx.size() + 1, B, H}, ctx.seed, "sp.uneven", 1, true));
+  const Tensor even = ctx.on_device(input_tensor({2 * ctx.size(), B, H}, ctx.seed, "sp.even", 1, true));
   ctx.begin_phase("refuse");
   RankOutputs out;
+  check_accepts(ctx, out, "scatter_of_2tp_rows",
+                [&] { scatter_to_sequence_parallel_region.forward(even, *ctx.tp, "check.scatter"); });
+  check_accepts(ctx, out, "reduce_scatter_of_2tp_rows",
+                [&] { reduce_scatter_to_sequence_parallel_region.forward(even, *ctx.tp, "check.rs"); });
   check_refusal(ctx, out, "scatter_of_uneven_s",
                 [&] { scatter_to_sequence_parallel_region.forward(x, *ctx.tp, "check.scatter"); });
   check_refusal(ctx, out, "reduce_scatter_of_uneven_s",

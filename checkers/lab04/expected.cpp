@@ -292,6 +292,9 @@ void add_scenarios(std::vector<Scenario>& out) {
        .tp_sizes = {2, 3},
        .expected = [](uint64_t, int tp, bool) {
          ExpectedOutputs out;
+         expect_accepted(
+             out, "s_divisible_by_tp",
+             "matmul_reduce_scatter of s=" + std::to_string(2 * tp) + " rows at tp=" + std::to_string(tp));
          expect_refusal(
              out, "s_not_divisible_by_tp",
              "matmul_reduce_scatter raised ShapeError for s=" + std::to_string(2 * tp + 1) +

@@ -170,12 +170,15 @@ RankOutputs run_ring_refuses(RunContext& ctx) {
   comm::ProcessGroup& tp = *ctx.tp;
   const Tensor w = ctx.on_device(exact({OUT, IN}, ctx.seed, "refuse.w"));
   const Tensor x = ctx.on_device(exact({2 * tp.size() + 1, B, IN}, ctx.seed, "refuse.x"));
+  const Tensor even = ctx.on_device(exact({2 * tp.size(), B, IN}, ctx.seed, "refuse.even"));
+  const auto ring = [&](const Tensor& rows_in) {
+    tensor_parallel::matmul_reduce_scatter(
+        rows_in, [&](const Tensor& rows) { return ops::matmul_forward(rows, w); }, tp, "check.refuse");
+  };
   ctx.begin_phase("refuse");
   RankOutputs out;
-  check_refusal(ctx, out, "s_not_divisible_by_tp", [&] {
-    tensor_parallel::matmul_reduce_scatter(
-        x, [&](const Tensor& rows) { return ops::matmul_forward(rows, w); }, tp, "check.refuse");
-  });
+  check_accepts(ctx, out, "s_divisible_by_tp", [&] { ring(even); });
+  check_refusal(ctx, out, "s_not_divisible_by_tp", [&] { ring(x); });
   return out;
 }
 

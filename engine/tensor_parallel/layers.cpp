@@ -80,8 +80,9 @@ Tensor RowParallelLinear::forward(const Tensor& x_in, LinearSaved& saved, Proces
   // input_is_parallel) or the whole [s, b, in] (then only its chunk r is used) → Y = X·Bᵀ + b, the
   // whole [s, b, out] on every rank, the full bias added exactly once (none when undefined or
   // skip_bias_add). Communication on tp: exactly one all-reduce (sum) of s·b·out·4 bytes; none at
-  // tp = 1. A last dim that does not match the weight is a ShapeError naming both shapes; afterwards
-  // saved.input is the [s, b, in/tp] chunk the product used.
+  // tp = 1. A last dim that does not match the weight (in/tp, or with input_is_parallel = false a whole
+  // x whose last dim is not tp·in/tp) is a ShapeError naming both shapes, before any communication;
+  // afterwards saved.input is the [s, b, in/tp] chunk the product used.
   // BEGIN SOLUTION
   const Tensor x = opt_.input_is_parallel
                        ? x_in

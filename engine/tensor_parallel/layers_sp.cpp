@@ -65,7 +65,7 @@ Tensor RowParallelLinear::forward_sp(const Tensor& x, LinearSaved& saved, Proces
   // ([r·s/tp, (r+1)·s/tp) of the whole product), the full bias added exactly once per row (none when
   // undefined or skip_bias_add). Communication on tp: exactly one reduce-scatter (sum) along dim 0
   // of s·b·out·4 bytes — not an all-reduce; none at tp = 1. A last dim that does not match the
-  // weight is a ShapeError naming both shapes; afterwards saved.input is x.
+  // weight is a ShapeError naming both shapes, before any communication; afterwards saved.input is x.
   // BEGIN SOLUTION
   TPSP_CHECK(x.size(-1) == weight_.size(1), name_, ": input last dim ", x.size(-1), " != local in_features ",
              weight_.size(1), " (input ", shape_str(x.shape()), ", weight ", shape_str(weight_.shape()), ")");

@@ -44,8 +44,8 @@ Tensor RowParallelLinear::forward_sp(const Tensor& x, LinearSaved& saved, Proces
   // ([r·s/tp, (r+1)·s/tp) of the whole product), the full bias added exactly once per row (none when
   // undefined or skip_bias_add). Communication on tp: exactly one reduce-scatter (sum) along dim 0
   // of s·b·out·4 bytes — not an all-reduce; none at tp = 1. A last dim that does not match the
-  // weight is a ShapeError naming both shapes; afterwards saved.input is x.
-  TPSP_LAB_TODO("lab03 RowParallelLinear SP forward: x [s, b, in/tp] (input_is_parallel, which the constructor enforces under SP) → Y = X·Bᵀ + b, this rank's rows [s/tp, b, out] ([r·s/tp, (r+1)·s/tp) of the whole product), the full bias added exactly once per row (none when undefined or skip_bias_add). Communication on tp: exactly one reduce-scatter (sum) along dim 0 of s·b·out·4 bytes — not an all-reduce; none at tp = 1. A last dim that does not match the weight is a ShapeError naming both shapes; afterwards saved.input is x");
+  // weight is a ShapeError naming both shapes, before any communication; afterwards saved.input is x.
+  TPSP_LAB_TODO("lab03 RowParallelLinear SP forward: x [s, b, in/tp] (input_is_parallel, which the constructor enforces under SP) → Y = X·Bᵀ + b, this rank's rows [s/tp, b, out] ([r·s/tp, (r+1)·s/tp) of the whole product), the full bias added exactly once per row (none when undefined or skip_bias_add). Communication on tp: exactly one reduce-scatter (sum) along dim 0 of s·b·out·4 bytes — not an all-reduce; none at tp = 1. A last dim that does not match the weight is a ShapeError naming both shapes, before any communication; afterwards saved.input is x");
 }
 
 Tensor RowParallelLinear::backward_sp(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {

@@ -14,7 +14,7 @@ runs passed, and 0 otherwise. Not proportional, because the layouts are not inde
 partial correctness: the tp = 1 runs (and often the SP-off or dp = 1 ones) pass with a missing or
 doubled collective — an all-reduce over one rank is the identity — so proportional credit would pay
 most of a scenario's point to code that is wrong the moment it is split (the g_missing mutant of
-lab01 passes 26 of its 50 runs). A TP implementation is correct when it is correct in every layout.
+lab01 passes 29 of its 53 runs). A TP implementation is correct when it is correct in every layout.
 The test's output still says which layouts passed and, for the failed ones, the checker's problems.
 
 A task that was not graded (build failed, limit hit, no readable JSON, no status) gives every
