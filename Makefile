@@ -37,11 +37,12 @@ test-asan: full-repo build-asan
 ## make demo: build, then train the TP+SP GPT and the single-process reference on Genesis and compare.
 ## DEVICE=cuda trains the parallel run on the GPU (a build where nvcc is found; the ranks share one GPU
 ## through host memory unless DEMO_ARGS="--backend nccl"), DEVICE=cuda-emulated on the GPU code paths
-## without a GPU.
+## without a GPU. MODEL=llama trains the Llama block (RMSNorm, SwiGLU, RoPE, grouped-query attention with
+## heads/2 key/value groups; DEMO_ARGS="--query-groups 1" for fewer groups than tp).
 demo: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run $(if $(filter cuda,$(DEVICE)),tpsp-train-cuda) -- --no-print-directory
-	$(BUILD)/bin/tpsp-demo $(if $(DEVICE),--device $(DEVICE)) $(DEMO_ARGS)
+	$(BUILD)/bin/tpsp-demo $(if $(DEVICE),--device $(DEVICE)) $(if $(MODEL),--model $(MODEL)) $(DEMO_ARGS)
 
 ## make bench: build the benchmarks and run bench/run_bench.py: the engine against its PyTorch peers
 ## (MLP step, GPT step), tp=2/tp=1 scaling, collective bandwidth (docs/performance.md; 13 minutes on 2

@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/ops/rmsnorm.h"
 #include "engine/random/init.h"
+#include "reference/llama_layer.h"
 
 namespace tpsp::reference {
 
@@ -41,9 +43,12 @@ struct GPT::Acts {
   ops::DropoutKey drop_emb;
   LayerSpec spec;
   std::vector<LayerActs> layers;
-  Tensor x_final;  // input of the final LayerNorm [s, b, h]
+  LlamaLayerSpec llama_spec;  // the Llama block (cfg.llama()) instead of spec/layers
+  std::vector<LlamaLayerActs> llama_layers;
+  Tensor x_final;  // input of the final norm [s, b, h]
   ops::LayerNormOut lnf;
-  Tensor logits;  // [s, b, V]
+  ops::RMSNormOut rmsf;  // the Llama block's final RMSNorm
+  Tensor logits;         // [s, b, V]
   float loss = 0.f;
 };
 
@@ -79,21 +84,44 @@ float GPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t ite
   acts->targets = targets_seq_first(targets);
 
   Tensor x = ops::embedding_forward(ids, params_.at("embedding.word_embeddings.weight"));
-  ops::position_embedding_add(x, params_.at("embedding.position_embeddings.weight"));
+  if (!c.llama()) ops::position_embedding_add(x, params_.at("embedding.position_embeddings.weight"));
   acts->drop_emb = {seed_, ops::dropout_stream("embedding", iteration), sbh, {}};
   x = ops::dropout_forward(x, c.dropout, acts->drop_emb);
 
-  const LayerSpec spec{h, c.heads, c.ln_eps, c.dropout, seed_, iteration};
-  acts->layers.resize(static_cast<std::size_t>(c.layers));
-  for (int64_t i = 0; i < c.layers; ++i)
-    x = layer_forward(x, params_, layer_prefix(i), spec, acts->layers[static_cast<std::size_t>(i)]);
-  acts->spec = spec;
+  if (c.llama()) {
+    acts->llama_spec = {.hidden = h,
+                        .heads = c.heads,
+                        .query_groups = c.num_query_groups,
+                        .ffn = c.ffn_hidden(),
+                        .norm_eps = c.ln_eps,
+                        .rotary_base = c.rotary_base,
+                        .qk_layernorm = c.qk_layernorm,
+                        .positions = {},
+                        .cu_seqlens = {}};
+    acts->llama_layers.resize(static_cast<std::size_t>(c.layers));
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = llama_layer_forward(x, params_, layer_prefix(i), acts->llama_spec,
+                              acts->llama_layers[static_cast<std::size_t>(i)]);
+  } else {
+    const LayerSpec spec{h, c.heads, c.ln_eps, c.dropout, seed_, iteration};
+    acts->layers.resize(static_cast<std::size_t>(c.layers));
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = layer_forward(x, params_, layer_prefix(i), spec, acts->layers[static_cast<std::size_t>(i)]);
+    acts->spec = spec;
+  }
 
   acts->x_final = x;
-  acts->lnf = ops::layernorm_forward(x, params_.at("decoder.final_layernorm.weight"),
-                                     params_.at("decoder.final_layernorm.bias"), c.ln_eps);
+  Tensor y;
+  if (c.llama()) {
+    acts->rmsf = ops::rmsnorm_forward(x, params_.at("decoder.final_layernorm.weight"), c.ln_eps);
+    y = acts->rmsf.y;
+  } else {
+    acts->lnf = ops::layernorm_forward(x, params_.at("decoder.final_layernorm.weight"),
+                                       params_.at("decoder.final_layernorm.bias"), c.ln_eps);
+    y = acts->lnf.y;
+  }
   const Tensor& w_out = params_.at(c.tied ? "embedding.word_embeddings.weight" : "output_layer.weight");
-  acts->logits = ops::matmul_forward(acts->lnf.y, w_out);
+  acts->logits = ops::matmul_forward(y, w_out);
   const ops::CrossEntropyOut ce =
       ops::cross_entropy_forward(acts->logits.reshape({s * b, c.vocab}), acts->targets, c.label_smoothing);
   acts->loss = ce.loss;
@@ -118,19 +146,29 @@ void GPT::backward() {
   Tensor dlogits =
       ops::cross_entropy_backward(A.logits.reshape({s * b, c.vocab}), A.targets, 1.f, c.label_smoothing)
           .reshape({s, b, c.vocab});
-  ops::MatmulGrads out_g = ops::matmul_backward(dlogits, A.lnf.y, params_.at(w_out_name));
+  ops::MatmulGrads out_g =
+      ops::matmul_backward(dlogits, c.llama() ? A.rmsf.y : A.lnf.y, params_.at(w_out_name));
   acc(w_out_name, out_g.dw);
-  ops::LayerNormGrads lnf_g = ops::layernorm_backward(
-      out_g.dx, A.x_final, params_.at("decoder.final_layernorm.weight"), A.lnf.mean, A.lnf.rstd);
-  acc("decoder.final_layernorm.weight", lnf_g.dgamma);
-  acc("decoder.final_layernorm.bias", lnf_g.dbeta);
-  Tensor dx = lnf_g.dx;
-
-  for (int64_t i = c.layers - 1; i >= 0; --i)
-    dx = layer_backward(dx, params_, layer_prefix(i), A.spec, A.layers[static_cast<std::size_t>(i)], grads_);
+  Tensor dx;
+  if (c.llama()) {
+    dx = ops::rmsnorm_backward(out_g.dx, A.x_final, params_.at("decoder.final_layernorm.weight"), A.rmsf.rstd,
+                               grads_.at("decoder.final_layernorm.weight"));
+    for (int64_t i = c.layers - 1; i >= 0; --i)
+      dx = llama_layer_backward(dx, params_, layer_prefix(i), A.llama_spec,
+                                A.llama_layers[static_cast<std::size_t>(i)], grads_);
+  } else {
+    ops::LayerNormGrads lnf_g = ops::layernorm_backward(
+        out_g.dx, A.x_final, params_.at("decoder.final_layernorm.weight"), A.lnf.mean, A.lnf.rstd);
+    acc("decoder.final_layernorm.weight", lnf_g.dgamma);
+    acc("decoder.final_layernorm.bias", lnf_g.dbeta);
+    dx = lnf_g.dx;
+    for (int64_t i = c.layers - 1; i >= 0; --i)
+      dx =
+          layer_backward(dx, params_, layer_prefix(i), A.spec, A.layers[static_cast<std::size_t>(i)], grads_);
+  }
 
   Tensor demb = ops::dropout_backward(dx, c.dropout, A.drop_emb);
-  acc("embedding.position_embeddings.weight", ops::position_embedding_backward(demb, c.seq));
+  if (!c.llama()) acc("embedding.position_embeddings.weight", ops::position_embedding_backward(demb, c.seq));
   acc("embedding.word_embeddings.weight", ops::embedding_backward(demb, A.ids, c.vocab));
 }
 
@@ -143,6 +181,7 @@ std::size_t GPT::activation_bytes() const {
   if (!acts_) return 0;
   std::size_t n = 0;
   for (const LayerActs& L : acts_->layers) n += L.bytes();
+  for (const LlamaLayerActs& L : acts_->llama_layers) n += L.bytes();
   return n + acts_->x_final.nbytes() + acts_->lnf.y.nbytes() + acts_->logits.nbytes();
 }
 

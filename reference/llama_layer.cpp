@@ -57,6 +57,15 @@ Tensor merged(const Tensor& x) {
 
 }  // namespace
 
+std::size_t LlamaLayerActs::bytes() const {
+  std::size_t n = 0;
+  for (const Tensor* t :
+       {&x_in, &ln1.y, &ln1.rstd, &q_raw, &k_raw, &v, &q_norm.y, &q_norm.rstd, &k_norm.y, &k_norm.rstd,
+        &mha_qkv, &attn.out, &attn.probs, &x_mid, &ln2.y, &ln2.rstd, &gate_up, &act})
+    n += t->nbytes();
+  return n;
+}
+
 void LlamaLayerSpec::validate(int64_t s) const {
   TPSP_CHECK(hidden > 0 && heads > 0 && ffn > 0 && query_groups >= 0,
              "llama layer: sizes must be positive, got h=", hidden, " heads=", heads, " ffn=", ffn,
@@ -72,21 +81,7 @@ void LlamaLayerSpec::validate(int64_t s) const {
 
 std::vector<std::pair<std::string, Shape>> llama_layer_parameter_shapes(const LlamaLayerSpec& spec,
                                                                         const std::string& p) {
-  const int64_t h = spec.hidden, d = spec.head_dim(), g = spec.groups();
-  std::vector<std::pair<std::string, Shape>> out{{p + "input_layernorm.weight", {h}},
-                                                 {p + "self_attention.linear_q.weight", {spec.heads * d, h}},
-                                                 {p + "self_attention.linear_k.weight", {g * d, h}},
-                                                 {p + "self_attention.linear_v.weight", {g * d, h}}};
-  if (spec.qk_layernorm) {
-    out.push_back({p + "self_attention.q_layernorm.weight", {d}});
-    out.push_back({p + "self_attention.k_layernorm.weight", {d}});
-  }
-  out.push_back({p + "self_attention.linear_proj.weight", {h, spec.heads * d}});
-  out.push_back({p + "pre_mlp_layernorm.weight", {h}});
-  out.push_back({p + "mlp.linear_gate.weight", {spec.ffn, h}});
-  out.push_back({p + "mlp.linear_up.weight", {spec.ffn, h}});
-  out.push_back({p + "mlp.linear_fc2.weight", {h, spec.ffn}});
-  return out;
+  return llama_layer_shapes(spec.hidden, spec.heads, spec.groups(), spec.ffn, spec.qk_layernorm, p);
 }
 
 Tensor llama_layer_forward(const Tensor& x, const ParamMap& P, const std::string& p,

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/model/config.h"
 #include "engine/ops/ops.h"
 #include "engine/ops/rmsnorm.h"
 #include "reference/transformer_layer.h"
@@ -64,6 +65,8 @@ struct LlamaLayerActs {
   Tensor gate_up;       // [s, b, 2·ffn] = [gate | up]
   Tensor act;           // silu(gate) ⊙ up [s, b, ffn]
   std::vector<int64_t> positions;
+  /// Bytes of the tensors above.
+  std::size_t bytes() const;
 };
 
 /// Parameter names (under `prefix`) and whole shapes of one layer, in the order of the formula above.

@@ -10,8 +10,55 @@ std::string layer_prefix(int64_t i) {
 }
 }  // namespace
 
+std::vector<std::pair<std::string, Shape>> llama_layer_shapes(int64_t h, int64_t heads, int64_t groups,
+                                                              int64_t ffn, bool qk_layernorm,
+                                                              const std::string& p) {
+  const int64_t d = h / heads;
+  std::vector<std::pair<std::string, Shape>> out{{p + "input_layernorm.weight", {h}},
+                                                 {p + "self_attention.linear_q.weight", {heads * d, h}},
+                                                 {p + "self_attention.linear_k.weight", {groups * d, h}},
+                                                 {p + "self_attention.linear_v.weight", {groups * d, h}}};
+  if (qk_layernorm) {
+    out.push_back({p + "self_attention.q_layernorm.weight", {d}});
+    out.push_back({p + "self_attention.k_layernorm.weight", {d}});
+  }
+  out.push_back({p + "self_attention.linear_proj.weight", {h, heads * d}});
+  out.push_back({p + "pre_mlp_layernorm.weight", {h}});
+  out.push_back({p + "mlp.linear_gate.weight", {ffn, h}});
+  out.push_back({p + "mlp.linear_up.weight", {ffn, h}});
+  out.push_back({p + "mlp.linear_fc2.weight", {h, ffn}});
+  return out;
+}
+
+GPTConfig llama_config(int64_t vocab, int64_t seq, int64_t hidden, int64_t heads, int64_t num_query_groups,
+                       int64_t layers, int64_t ffn) {
+  GPTConfig c;
+  c.vocab = vocab;
+  c.seq = seq;
+  c.hidden = hidden;
+  c.heads = heads;
+  c.num_query_groups = num_query_groups;
+  c.layers = layers;
+  c.ffn = ffn;
+  c.tied = false;
+  c.normalization = "RMSNorm";
+  c.activation = "swiglu";
+  c.position_embedding_type = "rope";
+  c.add_bias_linear = false;
+  return c;
+}
+
 std::vector<std::pair<std::string, Shape>> gpt_parameter_shapes(const GPTConfig& c) {
   const int64_t h = c.hidden, f = c.ffn_hidden();
+  if (c.llama()) {
+    std::vector<std::pair<std::string, Shape>> out{{"embedding.word_embeddings.weight", {c.vocab, h}}};
+    for (int64_t i = 0; i < c.layers; ++i)
+      for (auto& e : llama_layer_shapes(h, c.heads, c.query_groups(), f, c.qk_layernorm, layer_prefix(i)))
+        out.push_back(std::move(e));
+    out.push_back({"decoder.final_layernorm.weight", {h}});
+    if (!c.tied) out.push_back({"output_layer.weight", {c.vocab, h}});
+    return out;
+  }
   std::vector<std::pair<std::string, Shape>> out = {
       {"embedding.word_embeddings.weight", {c.vocab, h}},
       {"embedding.position_embeddings.weight", {c.seq, h}},
@@ -44,9 +91,31 @@ void GPTConfig::validate() const {
   TPSP_CHECK(dropout >= 0.f && dropout < 1.f, "dropout p=", dropout, " is outside [0, 1)");
   TPSP_CHECK(label_smoothing >= 0.f && label_smoothing <= 1.f, "label_smoothing=", label_smoothing,
              " is outside [0, 1]");
+  const bool gpt2 = normalization == "LayerNorm" && activation == "gelu" &&
+                    position_embedding_type == "learned_absolute" && add_bias_linear &&
+                    num_query_groups == 0 && !qk_layernorm;
+  const bool llama_block = normalization == "RMSNorm" && activation == "swiglu" &&
+                           position_embedding_type == "rope" && !add_bias_linear;
+  TPSP_CHECK(
+      gpt2 || llama_block, "unsupported block normalization=", normalization, " activation=", activation,
+      " position_embedding_type=", position_embedding_type, " add_bias_linear=", add_bias_linear,
+      " num_query_groups=", num_query_groups, " qk_layernorm=", qk_layernorm,
+      ": the engine builds the GPT-2 block (LayerNorm, gelu, learned_absolute, biases, no groups) or the "
+      "Llama block (RMSNorm, swiglu, rope, no biases)");
+  if (!llama_block) return;
+  TPSP_CHECK(dropout == 0.f, "the Llama block has no dropout, got dropout p=", dropout);
+  TPSP_CHECK(num_query_groups >= 0 && heads % query_groups() == 0, "heads=", heads,
+             " is not divisible by num_query_groups=", num_query_groups);
+  TPSP_CHECK(head_dim() % 2 == 0, "head_dim=", head_dim(),
+             " is odd; rotary embedding rotates pairs (i, i + d/2)");
+  TPSP_CHECK(rotary_base > 0.f, "rotary_base=", rotary_base, " must be positive");
 }
 
 std::string GPTConfig::str() const {
+  if (llama())
+    return detail::cat("llama V=", vocab, " s=", seq, " h=", hidden, " heads=", heads,
+                       " groups=", query_groups(), " layers=", layers, " ffn=", ffn_hidden(),
+                       qk_layernorm ? " qk_layernorm" : "", tied ? " tied" : " untied");
   return detail::cat("V=", vocab, " s=", seq, " h=", hidden, " heads=", heads, " layers=", layers,
                      " ffn=", ffn_hidden(), " dropout=", dropout, tied ? " tied" : " untied");
 }

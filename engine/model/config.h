@@ -28,19 +28,50 @@ struct GPTConfig {
   float ln_eps = 1e-5f;
   float label_smoothing = 0.f;
   float init_std = 0.02f;
+  // The block (Megatron-LM's TransformerConfig names). The defaults are the GPT-2 block; the Llama block
+  // is normalization "RMSNorm", activation "swiglu" (fc1 fused [gate; up], 2·ffn wide),
+  // position_embedding_type "rope", add_bias_linear false (llama_config() sets them); no other mix is
+  // supported (validate).
+  std::string normalization = "LayerNorm";                   ///< "LayerNorm" | "RMSNorm"
+  std::string activation = "gelu";                           ///< "gelu" | "swiglu"
+  std::string position_embedding_type = "learned_absolute";  ///< "learned_absolute" | "rope"
+  float rotary_base = 10000.f;                               ///< RoPE's θ base
+  int64_t num_query_groups = 0;                              ///< key/value groups (GQA); 0 = heads
+  bool qk_layernorm = false;                                 ///< RMSNorm of each head's q and k (Llama block)
+  bool add_bias_linear = true;                               ///< biases in every linear layer
+
+  /// True for the Llama block (normalization "RMSNorm").
+  bool llama() const { return normalization == "RMSNorm"; }
+  /// num_query_groups, or heads when 0.
+  int64_t query_groups() const { return num_query_groups > 0 ? num_query_groups : heads; }
 
   /// ffn, or 4·hidden when ffn == 0.
   int64_t ffn_hidden() const { return ffn > 0 ? ffn : 4 * hidden; }
   int64_t head_dim() const { return hidden / heads; }
   /// Throws ShapeError naming the rule: positive sizes, hidden % heads == 0, 0 <= dropout < 1,
-  /// 0 <= label_smoothing <= 1.
+  /// 0 <= label_smoothing <= 1, a known block (the GPT-2 or the Llama combination of the fields above;
+  /// the Llama block without dropout, with heads % num_query_groups == 0 and an even head_dim).
   void validate() const;
   /// "V=37 s=13 h=24 heads=3 layers=2 ffn=96 ..." for reports.
   std::string str() const;
 };
 
+/// The Llama block at these sizes: RMSNorm, SwiGLU, RoPE, no biases, untied output layer, no dropout,
+/// num_query_groups groups (0 = heads: multi-head attention).
+GPTConfig llama_config(int64_t vocab, int64_t seq, int64_t hidden, int64_t heads, int64_t num_query_groups,
+                       int64_t layers, int64_t ffn);
+
 /// Parameter names (Megatron-LM's) and whole shapes of a config, in model order; see reference/gpt.h
 /// for the architecture. The vocabulary is the real V (the parallel model pads it to a multiple of tp).
+/// The Llama block's layers are listed UNFUSED (reference/llama_layer.h: linear_q, linear_k, linear_v,
+/// linear_gate, linear_up); the parallel model fuses them (engine/model/llama_layer.h).
 std::vector<std::pair<std::string, Shape>> gpt_parameter_shapes(const GPTConfig& cfg);
+
+/// One Llama layer's UNFUSED parameter names (under `prefix`) and whole shapes: input_layernorm [h],
+/// linear_q [heads·d, h], linear_k and linear_v [groups·d, h], q/k_layernorm [d] (qk_layernorm only),
+/// linear_proj [h, heads·d], pre_mlp_layernorm [h], linear_gate and linear_up [ffn, h], linear_fc2 [h, ffn].
+std::vector<std::pair<std::string, Shape>> llama_layer_shapes(int64_t hidden, int64_t heads, int64_t groups,
+                                                              int64_t ffn, bool qk_layernorm,
+                                                              const std::string& prefix);
 
 }  // namespace tpsp

@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/model/finalize_grads.h"
+#include "engine/ops/rmsnorm.h"
 #include "engine/random/init.h"
 #include "engine/trace/span.h"
 
@@ -21,8 +22,11 @@ struct ParallelGPT::Saved {
   int64_t seq_start = 0;
   ops::DropoutKey drop_emb;
   std::vector<LayerSaved> layers;
+  std::vector<LlamaLayerSaved> llama_layers;
+  std::vector<int64_t> positions;  // the Llama block's RoPE positions of the whole sequence
   Tensor x_final;
   ops::LayerNormOut lnf;
+  ops::RMSNormOut rmsf;  // the Llama block's final RMSNorm
   tensor_parallel::LinearSaved out_in;
   Tensor logits;                             // [s, b, V_local]
   tensor_parallel::VocabParallelCESaved ce;  // on the host (the vocab-parallel CE is host code, lab02)
@@ -38,10 +42,16 @@ ParallelGPT::ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps,
   TPSP_CHECK(cfg_.heads % tp == 0, "heads=", cfg_.heads, " is not divisible by tp=", tp);
   TPSP_CHECK(cfg_.ffn_hidden() % tp == 0, "ffn=", cfg_.ffn_hidden(), " is not divisible by tp=", tp);
   padded_vocab_ = (cfg_.vocab + tp - 1) / tp * tp;
+  if (cfg_.llama()) llama_layer_config(cfg_).validate(tp);  // before any parameter is drawn
   specs_ = gpt_shard_specs(cfg_, tp, opt_.sequence_parallel);
   init_parameters();
-  for (int64_t i = 0; i < cfg_.layers; ++i)
-    layers_.emplace_back(cfg_, i, params_, grads_, opt_.sequence_parallel, opt_.tp_comm_overlap);
+  for (int64_t i = 0; i < cfg_.layers; ++i) {
+    if (cfg_.llama())
+      llama_layers_.emplace_back(llama_layer_config(cfg_), "decoder.layers." + std::to_string(i) + ".",
+                                 params_, grads_, tp, opt_.sequence_parallel, opt_.tp_comm_overlap);
+    else
+      layers_.emplace_back(cfg_, i, params_, grads_, opt_.sequence_parallel, opt_.tp_comm_overlap);
+  }
   embedding_ = std::make_unique<VocabParallelEmbedding>(params_.at("embedding.word_embeddings.weight"),
                                                         grads_.at("embedding.word_embeddings.weight"),
                                                         opt_.sequence_parallel, "embedding.word_embeddings");
@@ -55,8 +65,8 @@ ParallelGPT::ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps,
 
 void ParallelGPT::init_parameters() {
   const float scaled_std = cfg_.init_std / std::sqrt(2.f * static_cast<float>(cfg_.layers));
-  for (const auto& [name, spec] : specs_) {
-    Tensor whole(spec.global_shape);
+  auto draw = [&](const std::string& name, const Shape& shape) {
+    Tensor whole(shape);
     const bool is_bias = name.ends_with(".bias");
     if (name.find("layernorm") != std::string::npos && !is_bias) {
       whole.fill(1.f);
@@ -64,7 +74,19 @@ void ParallelGPT::init_parameters() {
       const bool scaled = name.ends_with("linear_proj.weight") || name.ends_with("linear_fc2.weight");
       random::init_normal(whole, seed_, name, scaled ? scaled_std : cfg_.init_std);
     }
-    const Tensor shard = shard_of(whole, spec, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
+    return whole;
+  };
+  // Whole parameters drawn under the reference's names; the Llama block's are drawn unfused (linear_q,
+  // linear_gate, …, as reference/llama_layer.h) and fused here, so both models start from the same numbers.
+  std::map<std::string, Tensor> wholes;
+  for (const auto& [name, shape] : gpt_parameter_shapes(cfg_))
+    wholes[name] = draw(name, specs_.contains(name) ? specs_.at(name).global_shape : shape);
+  if (cfg_.llama())
+    for (int64_t i = 0; i < cfg_.layers; ++i)
+      wholes.merge(
+          fuse_llama_layer(wholes, llama_layer_config(cfg_), "decoder.layers." + std::to_string(i) + "."));
+  for (const auto& [name, spec] : specs_) {
+    const Tensor shard = shard_of(wholes.at(name), spec, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
     if (opt_.param_dtype == DType::f32) {
       params_[name] = shard;
     } else {
@@ -182,13 +204,16 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
   // Activations are f32 whatever the parameters' dtype (bf16 parameters are widened by every op).
   Tensor x = embedding_->forward(ids, tp).to(DType::f32);
   S->seq_start = opt_.sequence_parallel ? tp.rank() * (s / tp.size()) : 0;
-  const Tensor& wpe = params_.at("embedding.position_embeddings.weight");
-  if (cu_seqlens.empty()) {
-    ops::position_embedding_add(x, wpe, S->seq_start);
+  if (cfg_.llama()) {  // rotary positions of the whole sequence, restarting in each packed sequence
+    for (const PositionRun& r :
+         packed_position_runs(cu_seqlens.empty() ? std::vector<int64_t>{0, s} : cu_seqlens, 0, s))
+      for (int64_t k = 0; k < r.rows; ++k) S->positions.push_back(r.position + k);
+  } else if (cu_seqlens.empty()) {
+    ops::position_embedding_add(x, params_.at("embedding.position_embeddings.weight"), S->seq_start);
   } else {  // positions restart at 0 in each packed sequence
     for (const PositionRun& r : packed_position_runs(cu_seqlens, S->seq_start, S->seq_start + x.size(0))) {
       Tensor rows = x.slice0(r.row, r.row + r.rows);
-      ops::position_embedding_add(rows, wpe, r.position);
+      ops::position_embedding_add(rows, params_.at("embedding.position_embeddings.weight"), r.position);
     }
   }
   S->drop_emb = {
@@ -196,15 +221,21 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
   x = ops::dropout_forward(x, cfg_.dropout, S->drop_emb);
 
   S->layers.resize(layers_.size());
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  S->llama_layers.resize(llama_layers_.size());
+  for (std::size_t i = 0; i < layers_.size() + llama_layers_.size(); ++i) {
     trace::Span span("layer.forward", "decoder.layers." + std::to_string(i));
-    x = layers_[i].forward(x, S->layers[i], S->ctx);
+    x = cfg_.llama() ? llama_layers_[i].forward(x, S->llama_layers[i], S->ctx, S->positions)
+                     : layers_[i].forward(x, S->layers[i], S->ctx);
   }
 
   S->x_final = x;
-  S->lnf = ops::layernorm_forward(x, params_.at("decoder.final_layernorm.weight"),
-                                  params_.at("decoder.final_layernorm.bias"), cfg_.ln_eps);
-  S->logits = output_layer_->forward(S->lnf.y, S->out_in, tp);
+  if (cfg_.llama()) {
+    S->rmsf = ops::rmsnorm_forward(x, params_.at("decoder.final_layernorm.weight"), cfg_.ln_eps);
+  } else {
+    S->lnf = ops::layernorm_forward(x, params_.at("decoder.final_layernorm.weight"),
+                                    params_.at("decoder.final_layernorm.bias"), cfg_.ln_eps);
+  }
+  S->logits = output_layer_->forward(cfg_.llama() ? S->rmsf.y : S->lnf.y, S->out_in, tp);
   const int64_t vl = S->logits.size(2);
   saved_ = S;
   if (opt_.device != Device::cpu && tp.size() == 1) {  // the whole vocabulary here: the device's op
@@ -230,6 +261,11 @@ Tensor ParallelGPT::logits_local() const {
   return out;
 }
 
+const std::vector<int64_t>& ParallelGPT::rope_positions() const {
+  TPSP_CHECK(saved_ != nullptr, "rope_positions() called before forward()");
+  return saved_->positions;
+}
+
 void ParallelGPT::zero_grad() {
   for (auto& [name, g] : grads_) g.fill(0.f);
 }
@@ -248,17 +284,27 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
           : tensor_parallel::vocab_parallel_cross_entropy_backward(S.ce, loss_scale, tp).to(opt_.device);
   dlogits = dlogits.reshape({s, b, vl});
   Tensor dx = output_layer_->backward(dlogits, S.out_in, tp);
-  ops::LayerNormGrads gf = ops::layernorm_backward(
-      dx, S.x_final, params_.at("decoder.final_layernorm.weight"), S.lnf.mean, S.lnf.rstd);
-  ops::add_(grads_.at("decoder.final_layernorm.weight"), gf.dgamma);
-  ops::add_(grads_.at("decoder.final_layernorm.bias"), gf.dbeta);
-  dx = gf.dx;
-  for (std::size_t i = layers_.size(); i-- > 0;) {
+  if (cfg_.llama()) {
+    dx = ops::rmsnorm_backward(dx, S.x_final, params_.at("decoder.final_layernorm.weight"), S.rmsf.rstd,
+                               grads_.at("decoder.final_layernorm.weight"));
+  } else {
+    ops::LayerNormGrads gf = ops::layernorm_backward(
+        dx, S.x_final, params_.at("decoder.final_layernorm.weight"), S.lnf.mean, S.lnf.rstd);
+    ops::add_(grads_.at("decoder.final_layernorm.weight"), gf.dgamma);
+    ops::add_(grads_.at("decoder.final_layernorm.bias"), gf.dbeta);
+    dx = gf.dx;
+  }
+  for (std::size_t i = layers_.size() + llama_layers_.size(); i-- > 0;) {
     trace::Span span("layer.backward", "decoder.layers." + std::to_string(i));
-    dx = layers_[i].backward(dx, S.layers[i], S.ctx);
+    dx = cfg_.llama() ? llama_layers_[i].backward(dx, S.llama_layers[i], S.ctx)
+                      : layers_[i].backward(dx, S.layers[i], S.ctx);
   }
 
   Tensor demb = ops::dropout_backward(dx, cfg_.dropout, S.drop_emb);
+  if (cfg_.llama()) {
+    embedding_->backward(demb, S.ids, tp);
+    return;
+  }
   Tensor& dwpe = grads_.at("embedding.position_embeddings.weight");
   if (S.ctx.cu_seqlens.empty()) {
     ops::add_(dwpe, ops::position_embedding_backward(demb, cfg_.seq, S.seq_start));
@@ -274,10 +320,11 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
 void ParallelGPT::finalize_grads() {
   std::vector<Tensor*> sp, all;
   for (auto& [name, g] : grads_) {
-    if (specs_.at(name).sequence_parallel) sp.push_back(&g);
+    // Partial over TP: replicated parameters under SP, and the per-head q/k_layernorm weights always.
+    if (specs_.at(name).sequence_parallel || specs_.at(name).partial_over_tp) sp.push_back(&g);
     all.push_back(&g);
   }
-  if (opt_.sequence_parallel) allreduce_sequence_parallel_grads(sp, ps_.tp());
+  if (!sp.empty()) allreduce_sequence_parallel_grads(sp, ps_.tp());
   allreduce_data_parallel_grads(all, ps_.dp());
 }
 
@@ -316,6 +363,7 @@ std::vector<std::size_t> ParallelGPT::activation_bytes_per_layer() const {
   std::vector<std::size_t> out;
   if (!saved_) return out;
   for (const LayerSaved& l : saved_->layers) out.push_back(l.bytes());
+  for (const LlamaLayerSaved& l : saved_->llama_layers) out.push_back(l.bytes());
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/model/config.h"
+#include "engine/model/llama_layer.h"
 #include "engine/model/sharding.h"
 #include "engine/model/transformer_layer.h"
 #include "engine/packed_seq.h"
@@ -90,6 +91,11 @@ class ParallelGPT {
                        int64_t iteration = 0);
   /// Local logits of the last forward, batch-first [b, s, V_padded/tp] (padded positions dropped).
   Tensor logits_local() const;
+  /// The Llama block's RoPE positions of the last forward, one per token of the whole sequence
+  /// (restarting at 0 in each packed sequence; empty for the GPT-2 block). RoPE is relative, so a wrong
+  /// restart between sequences that cannot see each other leaves every output unchanged: only these
+  /// numbers show it.
+  const std::vector<int64_t>& rope_positions() const;
 
   // ---- training, Megatron's way: per micro-batch forward + backward accumulating into the f32
   // main_grad, then one finalize (gradient reductions) and one optimizer step -------------------------
@@ -137,6 +143,7 @@ class ParallelGPT {
   std::map<std::string, ShardSpec> specs_;
   std::map<std::string, ops::AdamWState> opt_state_;
   std::vector<TransformerLayer> layers_;
+  std::vector<LlamaLayer> llama_layers_;  // the Llama block (cfg.llama()) instead of layers_
   std::unique_ptr<tensor_parallel::VocabParallelEmbedding> embedding_;
   std::unique_ptr<tensor_parallel::ColumnParallelLinear> output_layer_;
   std::shared_ptr<Saved> saved_;

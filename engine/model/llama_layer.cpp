@@ -15,8 +15,12 @@ using tensor_parallel::RowParallelLinear;
 
 namespace {
 
-LinearOptions linear_opts(bool sp) {
-  return {.gather_output = false, .input_is_parallel = true, .skip_bias_add = false, .sequence_parallel = sp};
+LinearOptions linear_opts(bool sp, bool overlap) {
+  return {.gather_output = false,
+          .input_is_parallel = true,
+          .skip_bias_add = false,
+          .sequence_parallel = sp,
+          .tp_comm_overlap = overlap};
 }
 
 /// Which query heads and key/value groups rank r attends with.
@@ -94,7 +98,7 @@ Tensor merged(const Tensor& x) {
 
 const Tensor& whole_param(const std::map<std::string, Tensor>& P, const std::string& name) {
   const auto it = P.find(name);
-  TPSP_CHECK(it != P.end(), "shard_llama_layer: parameter '", name, "' is missing");
+  TPSP_CHECK(it != P.end(), "fuse_llama_layer: parameter '", name, "' is missing");
   return it->second;
 }
 
@@ -119,43 +123,76 @@ void LlamaLayerConfig::validate(int tp) const {
              " rows are not divisible by tp=", tp);
 }
 
-std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tensor>& W,
-                                                const LlamaLayerConfig& cfg, const std::string& p, int r,
-                                                int tp) {
-  cfg.validate(tp);
+std::size_t LlamaLayerSaved::bytes() const {
+  std::size_t n = 0;
+  for (const Tensor* t : {&x_in, &x_mid, &ln1.y, &ln1.rstd, &ln2.y, &ln2.rstd, &q_raw, &k_raw, &v, &q_norm.y,
+                          &q_norm.rstd, &k_norm.y, &k_norm.rstd, &qkv, &attn.out, &attn.probs, &gate_up})
+    n += t->nbytes();
+  return n + fc2_in.input.nbytes();
+}
+
+LlamaLayerConfig llama_layer_config(const GPTConfig& c) {
+  return {.hidden = c.hidden,
+          .heads = c.heads,
+          .num_query_groups = c.num_query_groups,
+          .ffn = c.ffn_hidden(),
+          .norm_eps = c.ln_eps,
+          .rotary_base = c.rotary_base,
+          .qk_layernorm = c.qk_layernorm};
+}
+
+std::map<std::string, Tensor> fuse_llama_layer(const std::map<std::string, Tensor>& W,
+                                               const LlamaLayerConfig& cfg, const std::string& p) {
   const int64_t d = cfg.head_dim(), G = cfg.groups(), Q = cfg.heads / G;
   const Tensor& wq = whole_param(W, p + "self_attention.linear_q.weight");
   const Tensor& wk = whole_param(W, p + "self_attention.linear_k.weight");
   const Tensor& wv = whole_param(W, p + "self_attention.linear_v.weight");
-  std::vector<Tensor> fused;  // per group: its Q query heads' rows, then k's and v's d rows
+  std::vector<Tensor> qkv;  // per group: its Q query heads' rows, then k's and v's d rows
   for (int64_t g = 0; g < G; ++g) {
-    fused.push_back(wq.narrow_copy(0, g * Q * d, Q * d));
-    fused.push_back(wk.narrow_copy(0, g * d, d));
-    fused.push_back(wv.narrow_copy(0, g * d, d));
+    qkv.push_back(wq.narrow_copy(0, g * Q * d, Q * d));
+    qkv.push_back(wk.narrow_copy(0, g * d, d));
+    qkv.push_back(wv.narrow_copy(0, g * d, d));
   }
-  const Tensor qkv = cat(fused, 0);
-  const int64_t rows = qkv.size(0) / tp, f = cfg.ffn / tp;
   std::map<std::string, Tensor> out;
-  out[p + "self_attention.linear_qkv.weight"] = qkv.narrow_copy(0, r * rows, rows);
-  // Stride 2: rank r's rows of gate, then its rows of up (a contiguous split of [W_gate; W_up] would give
-  // rank 0 only gate rows).
+  out[p + "self_attention.linear_qkv.weight"] = cat(qkv, 0);
   out[p + "mlp.linear_fc1.weight"] =
-      cat({whole_param(W, p + "mlp.linear_gate.weight").narrow_copy(0, r * f, f),
-           whole_param(W, p + "mlp.linear_up.weight").narrow_copy(0, r * f, f)},
-          0);
-  const int64_t local_heads = cfg.heads / tp;
-  out[p + "self_attention.linear_proj.weight"] = whole_param(W, p + "self_attention.linear_proj.weight")
-                                                     .narrow_copy(1, r * local_heads * d, local_heads * d);
-  out[p + "mlp.linear_fc2.weight"] = whole_param(W, p + "mlp.linear_fc2.weight").narrow_copy(1, r * f, f);
-  std::vector<std::string> norms{"input_layernorm.weight", "pre_mlp_layernorm.weight"};
+      cat({whole_param(W, p + "mlp.linear_gate.weight"), whole_param(W, p + "mlp.linear_up.weight")}, 0);
+  std::vector<std::string> rest{"input_layernorm.weight", "pre_mlp_layernorm.weight",
+                                "self_attention.linear_proj.weight", "mlp.linear_fc2.weight"};
   if (cfg.qk_layernorm)
-    norms.insert(norms.end(), {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"});
-  for (const std::string& n : norms) out[p + n] = whole_param(W, p + n).clone();
+    rest.insert(rest.end(), {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"});
+  for (const std::string& n : rest) out[p + n] = whole_param(W, p + n);
+  return out;
+}
+
+std::map<std::string, Tensor> fused_model_parameters(const GPTConfig& cfg,
+                                                     const std::map<std::string, Tensor>& whole) {
+  if (!cfg.llama()) return whole;
+  std::map<std::string, Tensor> out = whole;
+  for (int64_t i = 0; i < cfg.layers; ++i) {
+    const std::string p = "decoder.layers." + std::to_string(i) + ".";
+    out.merge(fuse_llama_layer(whole, llama_layer_config(cfg), p));
+    for (const char* n : {"self_attention.linear_q.weight", "self_attention.linear_k.weight",
+                          "self_attention.linear_v.weight", "mlp.linear_gate.weight", "mlp.linear_up.weight"})
+      out.erase(p + n);
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tensor>& W,
+                                                const LlamaLayerConfig& cfg, const std::string& p, int r,
+                                                int tp) {
+  cfg.validate(tp);
+  const auto specs =
+      llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.groups(), cfg.ffn, cfg.qk_layernorm, p, false);
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, whole] : fuse_llama_layer(W, cfg, p))
+    out[name] = shard_of(whole, specs.at(name), r, tp);
   return out;
 }
 
 LlamaLayer::LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map<std::string, Tensor>& P,
-                       std::map<std::string, Tensor>& G, int tp, bool sp)
+                       std::map<std::string, Tensor>& G, int tp, bool sp, bool overlap)
     : cfg_((cfg.validate(tp), cfg)),
       prefix_(std::move(prefix)),
       tp_(tp),
@@ -168,15 +205,15 @@ LlamaLayer::LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map
       dqn_w_(cfg.qk_layernorm ? G.at(prefix_ + "self_attention.q_layernorm.weight") : Tensor()),
       dkn_w_(cfg.qk_layernorm ? G.at(prefix_ + "self_attention.k_layernorm.weight") : Tensor()),
       qkv_(P.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(),
-           G.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(), linear_opts(sp),
+           G.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(), linear_opts(sp, overlap),
            prefix_ + "self_attention.linear_qkv"),
       fc1_(P.at(prefix_ + "mlp.linear_fc1.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc1.weight"),
-           Tensor(), linear_opts(sp), prefix_ + "mlp.linear_fc1"),
+           Tensor(), linear_opts(sp, overlap), prefix_ + "mlp.linear_fc1"),
       proj_(P.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(),
-            G.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(), linear_opts(sp),
+            G.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(), linear_opts(sp, overlap),
             prefix_ + "self_attention.linear_proj"),
       fc2_(P.at(prefix_ + "mlp.linear_fc2.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc2.weight"),
-           Tensor(), linear_opts(sp), prefix_ + "mlp.linear_fc2") {}
+           Tensor(), linear_opts(sp, overlap), prefix_ + "mlp.linear_fc2") {}
 
 Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerContext& ctx,
                            const std::vector<int64_t>& positions) const {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/sharding.h"
 #include "engine/model/transformer_layer.h"
 #include "engine/ops/rmsnorm.h"
 
@@ -45,11 +46,26 @@ struct LlamaLayerConfig {
   void validate(int tp) const;
 };
 
+/// The layer config of a GPTConfig's Llama block.
+LlamaLayerConfig llama_layer_config(const GPTConfig& cfg);
+
+/// The whole UNFUSED parameters of one layer (llama_layer_shapes' names under `prefix`) → the whole FUSED
+/// ones: linear_qkv [groups·(heads/groups + 2)·d, h] (per group: its query heads' rows, k's, v's),
+/// linear_fc1 [2·ffn, h] = [W_gate; W_up], the others as they are. Throws ShapeError for a missing one.
+std::map<std::string, Tensor> fuse_llama_layer(const std::map<std::string, Tensor>& whole,
+                                               const LlamaLayerConfig& cfg, const std::string& prefix);
+
+/// A model's whole parameters (or gradients) under gpt_parameter_shapes' names → under the parallel model's
+/// names: for the Llama block each layer fused (fuse_llama_layer; the unfused parts dropped), for the GPT-2
+/// block unchanged. What a reference model's tensors are compared with once the shards are gathered.
+std::map<std::string, Tensor> fused_model_parameters(const GPTConfig& cfg,
+                                                     const std::map<std::string, Tensor>& whole);
+
 /// The whole UNFUSED parameters of one layer (names of reference/llama_layer.h under `prefix`) → this
-/// rank's local shards of the fused ones: "<prefix>self_attention.linear_qkv.weight"
-/// [groups·(heads/groups + 2)·d / tp, h], "<prefix>mlp.linear_fc1.weight" [2·ffn/tp, h] = [gate_r; up_r],
-/// linear_proj [h, heads·d/tp], linear_fc2 [h, ffn/tp], the norm weights whole. Throws ShapeError for a
-/// missing parameter or a bad config.
+/// rank's local shards of the fused ones (fuse_llama_layer, then shard_of under llama_layer_shard_specs):
+/// "<prefix>self_attention.linear_qkv.weight" [groups·(heads/groups + 2)·d / tp, h],
+/// "<prefix>mlp.linear_fc1.weight" [2·ffn/tp, h] = [gate_r; up_r], linear_proj [h, heads·d/tp], linear_fc2
+/// [h, ffn/tp], the norm weights whole. Throws ShapeError for a missing parameter or a bad config.
 std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tensor>& whole,
                                                 const LlamaLayerConfig& cfg, const std::string& prefix,
                                                 int rank, int tp);
@@ -66,6 +82,9 @@ struct LlamaLayerSaved {
   ops::AttentionOptions attn_opt;
   Tensor gate_up;                  // [s, b, 2·ffn/tp] = [gate_r | up_r]
   std::vector<int64_t> positions;  // the whole sequence's
+  /// Bytes of every distinct buffer above (qkv_in = ln1.y, proj_in = attn.out, fc1_in = ln2.y are
+  /// handles of tensors already counted; fc2_in is SwiGLU's output).
+  std::size_t bytes() const;
 };
 
 /// One Llama layer's handles to the model's parameter and gradient shards.
@@ -74,7 +93,8 @@ class LlamaLayer {
   /// prefix: "decoder.layers.i."; params/grads: maps holding this layer's local shards
   /// (shard_llama_layer's names). Throws ShapeError on a bad config for tp (validate).
   LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map<std::string, Tensor>& params,
-             std::map<std::string, Tensor>& grads, int tp, bool sequence_parallel);
+             std::map<std::string, Tensor>& grads, int tp, bool sequence_parallel,
+             bool tp_comm_overlap = false);
   /// x: [s, b, h] (or this rank's [s/tp, b, h] under SP) → same shape. positions: the whole
   /// sequence's s positions (empty: 0 … s−1; with ctx.cu_seqlens they restart per sequence). Throws
   /// ShapeError, before any collective, for an input that disagrees with ctx or positions of another

@@ -2,9 +2,35 @@
 
 namespace tpsp::model {
 
+std::map<std::string, ShardSpec> llama_layer_shard_specs(int64_t h, int64_t heads, int64_t groups,
+                                                         int64_t ffn, bool qk_layernorm, const std::string& p,
+                                                         bool sp) {
+  const int64_t d = h / heads;
+  std::map<std::string, ShardSpec> specs{
+      {p + "input_layernorm.weight", {{h}, Placement::Replicate(), sp}},
+      {p + "self_attention.linear_qkv.weight", {{groups * (heads / groups + 2) * d, h}, Placement::Shard(0)}},
+      {p + "self_attention.linear_proj.weight", {{h, heads * d}, Placement::Shard(1)}},
+      {p + "pre_mlp_layernorm.weight", {{h}, Placement::Replicate(), sp}},
+      {p + "mlp.linear_fc1.weight", {{2 * ffn, h}, Placement::Shard(0), false, 2}},
+      {p + "mlp.linear_fc2.weight", {{h, ffn}, Placement::Shard(1)}}};
+  if (qk_layernorm)
+    for (const char* n : {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"})
+      specs[p + n] = {{d}, Placement::Replicate(), false, 1, true};
+  return specs;
+}
+
 std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sp) {
   const int64_t padded = (cfg.vocab + tp - 1) / tp * tp;
   std::map<std::string, ShardSpec> specs;
+  if (cfg.llama()) {
+    for (int64_t i = 0; i < cfg.layers; ++i)
+      specs.merge(llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.query_groups(), cfg.ffn_hidden(),
+                                          cfg.qk_layernorm, "decoder.layers." + std::to_string(i) + ".", sp));
+    specs["decoder.final_layernorm.weight"] = {{cfg.hidden}, Placement::Replicate(), sp};
+    specs["embedding.word_embeddings.weight"] = {{padded, cfg.hidden}, Placement::Shard(0)};
+    if (!cfg.tied) specs["output_layer.weight"] = {{padded, cfg.hidden}, Placement::Shard(0)};
+    return specs;
+  }
   for (auto [name, shape] : gpt_parameter_shapes(cfg)) {
     ShardSpec s{shape, Placement::Replicate(), false};
     auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
@@ -29,8 +55,23 @@ std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, b
 Tensor shard_of(const Tensor& whole, const ShardSpec& spec, int rank, int tp) {
   if (!spec.placement.is_shard()) return whole.clone();
   const int d = spec.placement.dim;
-  const int64_t chunk = whole.size(d) / tp;
-  return whole.narrow_copy(d, rank * chunk, chunk);
+  const int64_t block = whole.size(d) / spec.stride, chunk = block / tp;
+  if (spec.stride == 1) return whole.narrow_copy(d, rank * chunk, chunk);
+  std::vector<Tensor> parts;
+  for (int k = 0; k < spec.stride; ++k)
+    parts.push_back(whole.narrow_copy(d, k * block + rank * chunk, chunk));
+  return cat(parts, d);
+}
+
+Tensor whole_of_gathered(const Tensor& gathered, const ShardSpec& spec, int tp) {
+  if (!spec.placement.is_shard() || spec.stride == 1) return gathered;
+  const int d = spec.placement.dim;
+  const int64_t chunk = gathered.size(d) / (tp * spec.stride);  // one rank's piece of one block
+  std::vector<Tensor> parts;
+  for (int k = 0; k < spec.stride; ++k)
+    for (int r = 0; r < tp; ++r)
+      parts.push_back(gathered.narrow_copy(d, (r * spec.stride + k) * chunk, chunk));
+  return cat(parts, d);
 }
 
 }  // namespace tpsp::model

@@ -17,6 +17,7 @@
 #include "engine/error.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
+#include "engine/model/llama_layer.h"
 #include "engine/random/philox.h"
 #include "engine/train/data.h"
 #include "reference/gpt.h"
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_dir, "directory for the report, the plot and the trace");
   CLI11_PARSE(app, argc, argv);
   try {
+    train::apply_model(o);
     o.gpt.vocab = 256;
     if (o.device == "cuda" && !fs::exists(self_dir() / "tpsp-train-cuda")) {
       fmt::print(
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
     // 4. Parameters after training.
     double max_param = 0;
     std::string max_name;
-    for (const auto& [name, p] : ref.params()) {
+    for (const auto& [name, p] : model::fused_model_parameters(o.gpt, ref.params())) {
       const Tensor q = io::load_npy(out_dir + "/params/" + name + ".npy");
       check_same_shape(p, q, name.c_str());
       for (int64_t k = 0; k < p.numel(); ++k)

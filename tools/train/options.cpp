@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tools/train/paths.h"
 
 namespace tpsp::train {
@@ -36,6 +38,24 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--heads", o.gpt.heads, "attention heads")->check(CLI::PositiveNumber);
   app.add_option("--layers", o.gpt.layers, "transformer layers")->check(CLI::PositiveNumber);
   app.add_option("--lr", o.adamw.lr, "AdamW learning rate");
+  app.add_option(
+         "--model", o.model,
+         "the block: gpt (GPT-2: LayerNorm, GELU, learned positions, biases) or llama (RMSNorm, SwiGLU "
+         "with a fused fc1, RoPE, grouped-query attention, no biases)")
+      ->check(CLI::IsMember({"gpt", "llama"}));
+  app.add_option(
+         "--query-groups", o.gpt.num_query_groups,
+         "llama: key/value groups (num_query_groups; default heads/2, grouped-query attention). Groups "
+         "below tp (e.g. 1 at tp=2) share each group over tp/groups ranks")
+      ->check(CLI::NonNegativeNumber);
+}
+
+void apply_model(TrainOptions& o) {
+  if (o.model != "llama") return;
+  const GPTConfig g = o.gpt;
+  const int64_t groups = g.num_query_groups > 0 ? g.num_query_groups : std::max<int64_t>(1, g.heads / 2);
+  o.gpt = llama_config(g.vocab, g.seq, g.hidden, g.heads, groups, g.layers, g.ffn);
+  o.gpt.dropout = g.dropout;  // refused by validate() unless 0: the Llama block has no dropout
 }
 
 std::string train_options_flags(const TrainOptions& o) {
@@ -49,6 +69,8 @@ std::string train_options_flags(const TrainOptions& o) {
              o.link.empty() ? "" : " --link " + o.link) +
          (o.check_collectives ? " --check-collectives" : "") +
          (o.tp_comm_overlap ? " --tp-comm-overlap" : "") +
+         (o.model == "gpt" ? ""
+                           : fmt::format(" --model {} --query-groups {}", o.model, o.gpt.num_query_groups)) +
          (o.device == "cpu" ? "" : " --device " + o.device) +
          (o.backend == "gloo" ? "" : " --backend " + o.backend);
 }

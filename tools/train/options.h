@@ -12,7 +12,9 @@ namespace tpsp::train {
 
 /// One training run: the model, the data, the parallel layout and the optimiser.
 struct TrainOptions {
-  GPTConfig gpt;      ///< vocab is fixed at 256 (byte-level text)
+  GPTConfig gpt;  ///< vocab is fixed at 256 (byte-level text)
+  /// --model gpt | llama: the GPT-2 block, or the Llama block (apply_model sets GPTConfig's block fields).
+  std::string model = "gpt";
   int64_t batch = 8;  ///< global batch b (split over dp)
   int64_t steps = 100;
   uint64_t seed = 1234;
@@ -36,6 +38,10 @@ struct TrainOptions {
 /// --text --batch --seq --hidden --heads --layers --lr on `app`, writing into `o`; an empty `o.text` becomes
 /// default_text_path() (data/genesis_kjv.txt).
 void add_train_options(CLI::App& app, TrainOptions& o);
+
+/// After parsing: --model llama turns o.gpt into the Llama block at its sizes (RMSNorm, SwiGLU, RoPE, no
+/// biases, untied; --query-groups key/value groups); --model gpt leaves the GPT-2 block.
+void apply_model(TrainOptions& o);
 
 /// The command-line flags that reproduce `o` (for handing a run to tpsp-train).
 std::string train_options_flags(const TrainOptions& o);

@@ -98,7 +98,8 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
     for (const auto& [name, shard] : gpt.params()) {
       const model::ShardSpec& spec = gpt.shard_spec(name);
       Tensor whole = spec.placement.is_shard()
-                         ? ps.tp().all_gather(shard, spec.placement.dim, {"gather_params"})
+                         ? model::whole_of_gathered(
+                               ps.tp().all_gather(shard, spec.placement.dim, {"gather_params"}), spec, o.tp)
                          : shard;
       if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() &&
           spec.placement == Placement::Shard(0))
@@ -135,6 +136,7 @@ int main(int argc, char** argv) {
   tpsp::train::add_train_options(app, o);
   app.add_option("--out", out_dir, "directory for the report, parameters and trace")->required();
   CLI11_PARSE(app, argc, argv);
+  train::apply_model(o);
   try {
     return run(o, out_dir);
   } catch (const tpsp::NotImplemented& e) {
