@@ -182,7 +182,8 @@ std::size_t GPT::activation_bytes() const {
   std::size_t n = 0;
   for (const LayerActs& L : acts_->layers) n += L.bytes();
   for (const LlamaLayerActs& L : acts_->llama_layers) n += L.bytes();
-  return n + acts_->x_final.nbytes() + acts_->lnf.y.nbytes() + acts_->logits.nbytes();
+  return n + acts_->x_final.nbytes() + acts_->lnf.y.nbytes() + acts_->rmsf.y.nbytes() +
+         acts_->rmsf.rstd.nbytes() + acts_->logits.nbytes();
 }
 
 }  // namespace tpsp::reference

@@ -6,6 +6,7 @@
 
 #include "engine/comm/cost_model.h"
 #include "engine/error.h"
+#include "engine/model/llama_config.h"
 
 namespace tpsp::model {
 
@@ -67,6 +68,7 @@ void CapacityConfig::validate() const {
              " is not divisible by tp=", tp);
   TPSP_CHECK(dtype == DType::f32 || dtype == DType::bf16, "dtype must be f32 or bf16, got ",
              dtype_name(dtype));
+  if (gpt.llama()) llama_layer_config(gpt).validate(tp);
 }
 
 uint64_t sbh_bytes(const CapacityConfig& cfg) {
@@ -83,6 +85,17 @@ ParameterBytes parameter_bytes(const CapacityConfig& cfg) {
                  e = dtype_bytes(cfg.dtype);
   const uint64_t padded_vocab = (u(cfg.gpt.vocab) + t - 1) / t * t;
   ParameterBytes p;
+  if (cfg.gpt.llama()) {
+    const uint64_t a = u(cfg.gpt.heads), g = u(cfg.gpt.query_groups()), d = h / a;
+    const uint64_t replicated = 2 * h + (cfg.gpt.qk_layernorm ? 2 * d : 0);  // RMSNorm weights
+    const uint64_t split =
+        g * (a / g + 2) * d * h + h * a * d + 2 * f * h + h * f;  // fused QKV, proj, fc1, fc2
+    p.per_layer = (replicated + split / t) * e;
+    p.embedding = padded_vocab / t * h * e;  // no position table: RoPE
+    p.output = (h + (cfg.gpt.tied ? 0 : padded_vocab / t * h)) * e;
+    p.total = u(cfg.gpt.layers) * p.per_layer + p.embedding + p.output;
+    return p;
+  }
   const uint64_t replicated = 2 * 2 * h + h + h;  // two LayerNorms (γ, β), proj and fc2 biases
   const uint64_t split = (3 * h * h + 3 * h) + h * h + (f * h + f) + h * f;
   p.per_layer = (replicated + split / t) * e;
@@ -93,7 +106,8 @@ ParameterBytes parameter_bytes(const CapacityConfig& cfg) {
 }
 
 uint64_t ActivationBytes::total() const {
-  return residual + layernorm + layernorm_stats + qkv + attention_out + probs + fc1 + gelu;
+  return residual + layernorm + layernorm_stats + qkv + attention_out + probs + fc1 + gelu + qkv_projections +
+         qk_norm;
 }
 
 ActivationBytes activation_bytes_per_layer(const CapacityConfig& cfg) {
@@ -104,6 +118,19 @@ ActivationBytes activation_bytes_per_layer(const CapacityConfig& cfg) {
   ActivationBytes m;
   m.residual = 2 * rows * b * h * e;
   m.layernorm = 2 * rows * b * h * e;
+  if (cfg.gpt.llama()) {
+    const uint64_t g_all = u(cfg.gpt.query_groups()), d = h / a, n = a / t;
+    const uint64_t g = g_all % t == 0 ? g_all / t : 1;  // groups on this rank
+    m.layernorm_stats = 2 * rows * b * f32;
+    m.qkv_projections = s * b * (n + 2 * g) * d * e;
+    if (cfg.gpt.qk_layernorm) m.qk_norm = s * b * (n + g) * d * e + s * b * (n + g) * f32;
+    m.qkv = s * b * (n + 2 * g) * d * e;
+    m.attention_out = s * b * n * d * e;
+    m.probs = b * n * s * s * f32;
+    m.fc1 = s * b * (2 * f / t) * e;
+    m.gelu = s * b * (f / t) * e;
+    return m;
+  }
   m.layernorm_stats = 4 * rows * b * f32;
   m.qkv = s * b * (3 * h / t) * e;
   m.attention_out = s * b * (h / t) * e;
@@ -113,14 +140,31 @@ ActivationBytes activation_bytes_per_layer(const CapacityConfig& cfg) {
   return m;
 }
 
+uint64_t korthikanti_bytes_per_layer(const CapacityConfig& cfg) {
+  cfg.validate();
+  const double s = static_cast<double>(cfg.gpt.seq), b = static_cast<double>(cfg.batch),
+               h = static_cast<double>(cfg.gpt.hidden), a = static_cast<double>(cfg.gpt.heads),
+               t = static_cast<double>(cfg.tp);
+  const double bytes = cfg.sequence_parallel ? s * b * h / t * (34 + 5 * a * s / h)
+                                             : s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+  return static_cast<uint64_t>(bytes + 0.5);
+}
+
 std::vector<CollectiveCall> layer_collectives(const CapacityConfig& cfg, const comm::LinkModel& link,
                                               int64_t index) {
   cfg.validate();
   std::vector<CollectiveCall> out;
   if (cfg.tp == 1) return out;
   const std::string p = "decoder.layers." + std::to_string(index) + ".";
+  // The Llama block with fewer groups than ranks gathers the QKV activation (engine/model/llama_layer.h).
+  const bool gathered = cfg.gpt.llama() && cfg.gpt.query_groups() % cfg.tp != 0;
+  const uint64_t qkv_whole = u(cfg.gpt.seq) * u(cfg.batch) * u(cfg.gpt.query_groups()) *
+                             u(cfg.gpt.heads / cfg.gpt.query_groups() + 2) * u(cfg.gpt.head_dim()) *
+                             dtype_bytes(cfg.dtype);
   // forward, top to bottom: attention (QKV in, proj out), then the MLP (fc1 in, fc2 out)
   column_parallel(out, cfg, link, "forward", p + "self_attention.linear_qkv");
+  if (gathered)
+    add_call(out, cfg, link, "forward", p + "self_attention.qkv_gather", OpKind::all_gather, qkv_whole);
   row_parallel(out, cfg, link, "forward", p + "self_attention.linear_proj");
   column_parallel(out, cfg, link, "forward", p + "mlp.linear_fc1");
   row_parallel(out, cfg, link, "forward", p + "mlp.linear_fc2");
@@ -128,6 +172,8 @@ std::vector<CollectiveCall> layer_collectives(const CapacityConfig& cfg, const c
   row_parallel(out, cfg, link, "backward", p + "mlp.linear_fc2");
   column_parallel(out, cfg, link, "backward", p + "mlp.linear_fc1");
   row_parallel(out, cfg, link, "backward", p + "self_attention.linear_proj");
+  if (gathered)
+    add_call(out, cfg, link, "backward", p + "self_attention.qkv_gather", OpKind::reduce_scatter, qkv_whole);
   column_parallel(out, cfg, link, "backward", p + "self_attention.linear_qkv");
   return out;
 }
@@ -162,11 +208,15 @@ std::vector<CollectiveCall> step_collectives(const CapacityConfig& cfg, const co
   layers("backward");
   if (sp) add_call(out, cfg, link, "backward", emb + ".rs", OpKind::all_gather, S);
 
-  if (sp) {
-    const uint64_t h = u(cfg.gpt.hidden);
-    const uint64_t numel = u(cfg.gpt.layers) * 6 * h + 2 * h + u(cfg.gpt.seq) * h;
-    add_call(out, cfg, link, "finalize_grads", "grads.sequence_parallel", OpKind::all_reduce, numel * f32);
+  const uint64_t h = u(cfg.gpt.hidden), L = u(cfg.gpt.layers);
+  uint64_t numel = 0;  // the gradients summed over TP: replicated under SP, and q/k_layernorm's always
+  if (cfg.gpt.llama()) {
+    numel = (sp ? L * 2 * h + h : 0) + (cfg.gpt.qk_layernorm ? L * 2 * u(cfg.gpt.head_dim()) : 0);
+  } else if (sp) {
+    numel = L * 6 * h + 2 * h + u(cfg.gpt.seq) * h;
   }
+  if (numel > 0)
+    add_call(out, cfg, link, "finalize_grads", "grads.sequence_parallel", OpKind::all_reduce, numel * f32);
   return out;
 }
 

@@ -66,13 +66,28 @@ ParameterBytes parameter_bytes(const CapacityConfig& cfg);
 ///   gelu             GELU output (fc2's input)        [s, b, ffn/tp]         dtype
 /// Dropout masks are not stored (regenerated from their key), unlike Korthikanti et al.'s 2sbh + as²b;
 /// their sbh(34 + 5as/h) assumes 16-bit probabilities and no statistics.
+/// The Llama block (cfg.gpt.llama(); LlamaLayerSaved::bytes(), engine/model/llama_layer.h), with
+/// n = heads/tp query heads and g key/value groups on the rank (groups/tp, or 1 when tp > groups):
+///   layernorm_stats  ln1/ln2 rstd                     2 × [rows, b]          f32
+///   qkv_projections  q, k, v before RoPE (and norm)   [s, b, (n + 2g)·d]     dtype
+///   qk_norm          q/k_layernorm outputs and rstd   [s, b, (n + g)·d] dtype + [s, b, n + g] f32
+///   qkv              rotated q, k and v               [s, b, (n + 2g)·d]     dtype
+///   attention_out    [s, b, n·d]; probs [b, n, s, s] f32; fc1 [gate | up] [s, b, 2·ffn/tp]; gelu: SwiGLU's
+///   output [s, b, ffn/tp]
 struct ActivationBytes {
   uint64_t residual = 0, layernorm = 0, layernorm_stats = 0, qkv = 0, attention_out = 0, probs = 0, fc1 = 0,
            gelu = 0;
+  uint64_t qkv_projections = 0, qk_norm = 0;  ///< the Llama block only
   uint64_t total() const;
 };
 /// Throws ShapeError as validate() does.
 ActivationBytes activation_bytes_per_layer(const CapacityConfig& cfg);
+
+/// Korthikanti et al. 2022's activation bytes of one GPT layer per rank with 16-bit activations (§4.2):
+/// sbh(10 + 24/t + 5as/(ht)) with tensor parallelism alone, sbh/t·(34 + 5as/h) with sequence parallelism
+/// — what the paper's Table 2 counts (dropout masks stored, probabilities in 16 bits, no norm
+/// statistics), beside this engine's own count. Throws ShapeError as validate() does.
+uint64_t korthikanti_bytes_per_layer(const CapacityConfig& cfg);
 
 /// One collective call as this engine issues it on one rank of the TP group.
 struct CollectiveCall {
@@ -88,7 +103,9 @@ struct CollectiveCall {
 /// order: without SP forward 2 all_reduce of [s, b, h] (proj.g, fc2.g) and backward 2 (fc1.f,
 /// qkv.f); with SP forward 2 all_gather + 2 reduce_scatter of [s, b, h] (the same wire bytes) and
 /// backward 2 all_gather + 2 reduce_scatter + 2 all_gather that re-gather the QKV and fc1 inputs
-/// for the weight gradients (Megatron's LinearWithGradAccumulationAndAsyncCommunication). None at tp=1.
+/// for the weight gradients (Megatron's LinearWithGradAccumulationAndAsyncCommunication). The Llama
+/// block with fewer key/value groups than tp adds the all_gather of the QKV activation [s, b,
+/// groups·(heads/groups + 2)·d] after the QKV layer and its reduce_scatter in backward. None at tp=1.
 /// Throws ShapeError as validate() does.
 std::vector<CollectiveCall> layer_collectives(const CapacityConfig& cfg, const comm::LinkModel& link,
                                               int64_t index = 0);

@@ -14,7 +14,9 @@ namespace tpsp::model {
 /// "sequence_parallel" parameters (LayerNorm γ/β, row-parallel biases, position embeddings) from
 /// its own [s/tp, b, h] tokens only: each holds a partial sum. This sums them over the TP group —
 /// summed, not averaged (docs/known_cases.md S1) — in ONE coalesced all-reduce labelled
-/// "grads.sequence_parallel", in place. tp == 1 or an empty list: nothing. lab03 replaces this file.
+/// "grads.sequence_parallel", in place. tp == 1 or an empty list: nothing. ParallelGPT also passes the
+/// Llama block's per-head q/k_layernorm weight gradients, which are partial over TP even without SP
+/// (each rank normalises only its heads). lab03 replaces this file.
 void allreduce_sequence_parallel_grads(const std::vector<Tensor*>& grads, comm::ProcessGroup& tp);
 
 /// Averages every gradient over the data-parallel group in one coalesced all-reduce labelled

@@ -76,17 +76,19 @@ void ParallelGPT::init_parameters() {
     }
     return whole;
   };
-  // Whole parameters drawn under the reference's names; the Llama block's are drawn unfused (linear_q,
-  // linear_gate, …, as reference/llama_layer.h) and fused here, so both models start from the same numbers.
-  std::map<std::string, Tensor> wholes;
-  for (const auto& [name, shape] : gpt_parameter_shapes(cfg_))
-    wholes[name] = draw(name, specs_.contains(name) ? specs_.at(name).global_shape : shape);
-  if (cfg_.llama())
-    for (int64_t i = 0; i < cfg_.layers; ++i)
-      wholes.merge(
-          fuse_llama_layer(wholes, llama_layer_config(cfg_), "decoder.layers." + std::to_string(i) + "."));
+  // Whole parameters drawn one at a time under the reference's names (init_normal is keyed by (seed,
+  // name)); the Llama block's fused QKV and fc1 are built from their unfused parts (linear_q, linear_gate,
+  // …, as reference/llama_layer.h draws them), so both models start from the same numbers.
+  std::map<std::string, Shape> unfused;
+  for (const auto& [name, shape] : gpt_parameter_shapes(cfg_)) unfused[name] = shape;
+  const auto whole_of = [&](const std::string& name, const ShardSpec& spec) {
+    if (cfg_.llama() && (name.ends_with("linear_qkv.weight") || name.ends_with("linear_fc1.weight")))
+      return fuse_llama_weight(name, llama_layer_config(cfg_),
+                               [&](const std::string& part) { return draw(part, unfused.at(part)); });
+    return draw(name, spec.global_shape);
+  };
   for (const auto& [name, spec] : specs_) {
-    const Tensor shard = shard_of(wholes.at(name), spec, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
+    const Tensor shard = shard_of(whole_of(name, spec), spec, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
     if (opt_.param_dtype == DType::f32) {
       params_[name] = shard;
     } else {

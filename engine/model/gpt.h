@@ -2,9 +2,10 @@
 // reference/gpt.h, with its parameters sharded over the TP group (Megatron-LM
 // megatron/core/models/gpt/gpt_model.py; Shoeybi et al. 2019; Korthikanti et al. 2022).
 //   embedding: VocabParallelEmbedding (vocabulary padded to a multiple of tp) + position embedding
-//   layers:    TransformerLayer × L
-//   output:    final LayerNorm → ColumnParallelLinear sharing the word embedding's shard (tied) or
-//              its own (untied), no gather → vocab-parallel cross entropy.
+//              (the GPT-2 block; the Llama block's RoPE is applied inside attention)
+//   layers:    TransformerLayer × L, or LlamaLayer × L for the Llama block (GPTConfig::llama())
+//   output:    final LayerNorm (RMSNorm) → ColumnParallelLinear sharing the word embedding's shard
+//              (tied) or its own (untied), no gather → vocab-parallel cross entropy.
 // Parameters keep the reference's names; each local tensor is a slice of the whole parameter
 // generated from (seed, name), so tp=1 and tp=N start from the same model.
 #pragma once
@@ -60,8 +61,9 @@ struct MicroBatch {
 /// The GPT on one rank of a DP × TP layout.
 class ParallelGPT {
  public:
-  /// Validates the layout before any collective (heads % tp, ffn % tp, hidden % tp) with messages
-  /// naming the values, then builds the local shards. Collective-free.
+  /// Validates the layout before any collective (heads % tp, ffn % tp, hidden % tp; for the Llama block
+  /// also num_query_groups and tp dividing one another, LlamaLayerConfig::validate) with messages naming
+  /// the values, then builds the local shards. Collective-free.
   ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps, ParallelOptions opt);
 
   const GPTConfig& config() const { return cfg_; }

@@ -1,6 +1,7 @@
 // LlamaLayer forward/backward and the fused layouts of its weights (see llama_layer.h).
 #include "engine/model/llama_layer.h"
 
+#include <functional>
 #include <numeric>
 
 #include "engine/error.h"
@@ -104,25 +105,6 @@ const Tensor& whole_param(const std::map<std::string, Tensor>& P, const std::str
 
 }  // namespace
 
-void LlamaLayerConfig::validate(int tp) const {
-  TPSP_CHECK(hidden > 0 && heads > 0 && ffn > 0 && num_query_groups >= 0 && tp > 0,
-             "llama layer: sizes must be positive, got h=", hidden, " heads=", heads, " ffn=", ffn,
-             " num_query_groups=", num_query_groups, " tp=", tp);
-  TPSP_CHECK(hidden % heads == 0, "llama layer: hidden=", hidden, " is not divisible by heads=", heads);
-  TPSP_CHECK(heads % groups() == 0, "llama layer: heads=", heads,
-             " is not divisible by num_query_groups=", groups());
-  TPSP_CHECK(head_dim() % 2 == 0, "llama layer: head_dim=", head_dim(),
-             " is odd; rotary embedding rotates pairs (i, i + d/2)");
-  TPSP_CHECK(heads % tp == 0, "llama layer: heads=", heads, " is not divisible by tp=", tp);
-  TPSP_CHECK(ffn % tp == 0, "llama layer: ffn=", ffn, " is not divisible by tp=", tp);
-  TPSP_CHECK(groups() % tp == 0 || tp % groups() == 0, "llama layer: num_query_groups=", groups(),
-             " and tp=", tp,
-             ": one must divide the other (whole groups per rank, or tp/groups ranks sharing a group)");
-  const int64_t rows = groups() * (heads / groups() + 2) * head_dim();
-  TPSP_CHECK(rows % tp == 0, "llama layer: the fused QKV weight's ", rows,
-             " rows are not divisible by tp=", tp);
-}
-
 std::size_t LlamaLayerSaved::bytes() const {
   std::size_t n = 0;
   for (const Tensor* t : {&x_in, &x_mid, &ln1.y, &ln1.rstd, &ln2.y, &ln2.rstd, &q_raw, &k_raw, &v, &q_norm.y,
@@ -131,32 +113,34 @@ std::size_t LlamaLayerSaved::bytes() const {
   return n + fc2_in.input.nbytes();
 }
 
-LlamaLayerConfig llama_layer_config(const GPTConfig& c) {
-  return {.hidden = c.hidden,
-          .heads = c.heads,
-          .num_query_groups = c.num_query_groups,
-          .ffn = c.ffn_hidden(),
-          .norm_eps = c.ln_eps,
-          .rotary_base = c.rotary_base,
-          .qk_layernorm = c.qk_layernorm};
+Tensor fuse_llama_weight(const std::string& name, const LlamaLayerConfig& cfg,
+                         const std::function<Tensor(const std::string&)>& part) {
+  const std::string qkv = "self_attention.linear_qkv.weight", fc1 = "mlp.linear_fc1.weight";
+  if (name.ends_with(fc1)) {
+    const std::string p = name.substr(0, name.size() - fc1.size());
+    return cat({part(p + "mlp.linear_gate.weight"), part(p + "mlp.linear_up.weight")}, 0);
+  }
+  TPSP_CHECK(name.ends_with(qkv), "fuse_llama_weight: '", name, "' is not a fused Llama weight");
+  const std::string p = name.substr(0, name.size() - qkv.size());
+  const int64_t d = cfg.head_dim(), G = cfg.groups(), Q = cfg.heads / G;
+  const Tensor wq = part(p + "self_attention.linear_q.weight"),
+               wk = part(p + "self_attention.linear_k.weight"),
+               wv = part(p + "self_attention.linear_v.weight");
+  std::vector<Tensor> rows;  // per group: its Q query heads' rows, then k's and v's d rows
+  for (int64_t g = 0; g < G; ++g) {
+    rows.push_back(wq.narrow_copy(0, g * Q * d, Q * d));
+    rows.push_back(wk.narrow_copy(0, g * d, d));
+    rows.push_back(wv.narrow_copy(0, g * d, d));
+  }
+  return cat(rows, 0);
 }
 
 std::map<std::string, Tensor> fuse_llama_layer(const std::map<std::string, Tensor>& W,
                                                const LlamaLayerConfig& cfg, const std::string& p) {
-  const int64_t d = cfg.head_dim(), G = cfg.groups(), Q = cfg.heads / G;
-  const Tensor& wq = whole_param(W, p + "self_attention.linear_q.weight");
-  const Tensor& wk = whole_param(W, p + "self_attention.linear_k.weight");
-  const Tensor& wv = whole_param(W, p + "self_attention.linear_v.weight");
-  std::vector<Tensor> qkv;  // per group: its Q query heads' rows, then k's and v's d rows
-  for (int64_t g = 0; g < G; ++g) {
-    qkv.push_back(wq.narrow_copy(0, g * Q * d, Q * d));
-    qkv.push_back(wk.narrow_copy(0, g * d, d));
-    qkv.push_back(wv.narrow_copy(0, g * d, d));
-  }
+  const auto part = [&](const std::string& n) { return whole_param(W, n); };
   std::map<std::string, Tensor> out;
-  out[p + "self_attention.linear_qkv.weight"] = cat(qkv, 0);
-  out[p + "mlp.linear_fc1.weight"] =
-      cat({whole_param(W, p + "mlp.linear_gate.weight"), whole_param(W, p + "mlp.linear_up.weight")}, 0);
+  for (const char* n : {"self_attention.linear_qkv.weight", "mlp.linear_fc1.weight"})
+    out[p + n] = fuse_llama_weight(p + n, cfg, part);
   std::vector<std::string> rest{"input_layernorm.weight", "pre_mlp_layernorm.weight",
                                 "self_attention.linear_proj.weight", "mlp.linear_fc2.weight"};
   if (cfg.qk_layernorm)

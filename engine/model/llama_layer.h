@@ -17,43 +17,29 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "engine/model/llama_config.h"
 #include "engine/model/sharding.h"
 #include "engine/model/transformer_layer.h"
 #include "engine/ops/rmsnorm.h"
 
 namespace tpsp::model {
 
-/// The Llama layer's sizes (Megatron's names): hidden, query heads, num_query_groups (0 = heads), ffn
-/// (the width of gate and of up), RMSNorm eps, RoPE base, qk_layernorm.
-struct LlamaLayerConfig {
-  int64_t hidden = 0;
-  int64_t heads = 1;
-  int64_t num_query_groups = 0;
-  int64_t ffn = 0;
-  float norm_eps = 1e-5f;
-  float rotary_base = 10000.f;
-  bool qk_layernorm = false;
-  int64_t groups() const { return num_query_groups > 0 ? num_query_groups : heads; }
-  int64_t head_dim() const { return hidden / heads; }
-  /// Throws ShapeError naming the rule and the values, before any communication: positive sizes,
-  /// hidden % heads, heads % groups, an even head dim (RoPE), heads % tp, ffn % tp, groups dividing tp
-  /// or divisible by it ("num_query_groups=3 and tp=2: one must divide the other"), and for tp > groups
-  /// the fused QKV rows divisible by tp.
-  void validate(int tp) const;
-};
-
-/// The layer config of a GPTConfig's Llama block.
-LlamaLayerConfig llama_layer_config(const GPTConfig& cfg);
-
 /// The whole UNFUSED parameters of one layer (llama_layer_shapes' names under `prefix`) → the whole FUSED
 /// ones: linear_qkv [groups·(heads/groups + 2)·d, h] (per group: its query heads' rows, k's, v's),
 /// linear_fc1 [2·ffn, h] = [W_gate; W_up], the others as they are. Throws ShapeError for a missing one.
 std::map<std::string, Tensor> fuse_llama_layer(const std::map<std::string, Tensor>& whole,
                                                const LlamaLayerConfig& cfg, const std::string& prefix);
+
+/// One whole fused weight of a layer, "<prefix>self_attention.linear_qkv.weight" or
+/// "<prefix>mlp.linear_fc1.weight", from its unfused parts got by part(name) (fuse_llama_layer's layouts),
+/// so a caller can build one fused tensor at a time. Throws ShapeError for another name.
+Tensor fuse_llama_weight(const std::string& name, const LlamaLayerConfig& cfg,
+                         const std::function<Tensor(const std::string&)>& part);
 
 /// A model's whole parameters (or gradients) under gpt_parameter_shapes' names → under the parallel model's
 /// names: for the Llama block each layer fused (fuse_llama_layer; the unfused parts dropped), for the GPT-2
@@ -96,7 +82,8 @@ class LlamaLayer {
              std::map<std::string, Tensor>& grads, int tp, bool sequence_parallel,
              bool tp_comm_overlap = false);
   /// x: [s, b, h] (or this rank's [s/tp, b, h] under SP) → same shape. positions: the whole
-  /// sequence's s positions (empty: 0 … s−1; with ctx.cu_seqlens they restart per sequence). Throws
+  /// sequence's s positions (empty: 0 … s−1; packed sequences need their restarting positions passed
+  /// here, as ParallelGPT does: RoPE is relative, so a wrong restart cannot show in the outputs). Throws
   /// ShapeError, before any collective, for an input that disagrees with ctx or positions of another
   /// count.
   Tensor forward(const Tensor& x, LlamaLayerSaved& saved, const LayerContext& ctx,

@@ -103,8 +103,9 @@ void rope(const Tensor& x, const std::vector<int64_t>& positions, int64_t d, flo
 void softmax_forward(const Tensor& x);
 void softmax_backward(const Tensor& dy, const Tensor& y);
 
-/// qkv [s, b, heads·3·d] with its options (padding mask [b, s]; cu_seqlens valid for s with b = 1;
-/// with dropout, the probabilities [b, heads, s, s] inside the key's global shape: rules::dropout).
+/// qkv [s, b, groups·(heads/groups + 2)·d] (heads·3·d without GQA; heads % groups == 0) with its options
+/// (padding mask [b, s]; cu_seqlens valid for s with b = 1; with dropout, the probabilities [b, heads, s, s]
+/// inside the key's global shape: rules::dropout).
 AttentionDims attention_forward(const Tensor& qkv, const AttentionOptions& opt);
 AttentionDims attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                                  const AttentionOptions& opt);

@@ -103,16 +103,12 @@ std::pair<uint64_t, uint64_t> shard_bytes(model::ParallelGPT& gpt) {
   return {total, layer0};
 }
 
-/// One ParallelGPT step at `tp` (+SP; optionally an untied output layer and label smoothing, which
-/// widens the Σexp all-reduce): parameters (f32, and bf16 for a second model built beside it), saved
-/// activations and every collective against the formulas.
-void check_gpt_step(int tp, bool sp, bool untied_smoothed = false) {
-  auto fn = [tp, sp, untied_smoothed](int) {
-    model::CapacityConfig cap = small(tp, sp);
-    if (untied_smoothed) {
-      cap.gpt.tied = false;
-      cap.gpt.label_smoothing = 0.1f;
-    }
+/// One ParallelGPT step of `cap` (f32): parameters (f32, and bf16 for a second model built beside it),
+/// saved activations and every collective against the formulas.
+void check_step(const model::CapacityConfig& cap) {
+  const int tp = cap.tp;
+  const bool sp = cap.sequence_parallel;
+  auto fn = [&cap, tp, sp](int) {
     ParallelState ps(comm::init_from_env(), tp);
     model::ParallelGPT gpt(cap.gpt, 3, ps, {.sequence_parallel = sp});
     TokenBatch ids, targets;
@@ -147,6 +143,29 @@ void check_gpt_step(int tp, bool sp, bool untied_smoothed = false) {
   };
   const std::string f = failures(run_ranks(tp, fn, 60));
   CHECK_MESSAGE(f.empty(), f);
+}
+
+/// One step of the small GPT at `tp` (+SP; optionally an untied output layer and label smoothing, which
+/// widens the Σexp all-reduce).
+void check_gpt_step(int tp, bool sp, bool untied_smoothed = false) {
+  model::CapacityConfig cap = small(tp, sp);
+  if (untied_smoothed) {
+    cap.gpt.tied = false;
+    cap.gpt.label_smoothing = 0.1f;
+  }
+  check_step(cap);
+}
+
+/// A small Llama block (h=32, 8 heads of 4, `groups` key/value groups, ffn 48, s 12, b 2, untied).
+model::CapacityConfig small_llama(int tp, bool sp, int64_t groups, bool qk_layernorm) {
+  model::CapacityConfig c;
+  c.gpt = llama_config(37, 12, 32, 8, groups, 2, 48);
+  c.gpt.qk_layernorm = qk_layernorm;
+  c.batch = 2;
+  c.tp = tp;
+  c.sequence_parallel = sp;
+  c.dtype = DType::f32;
+  return c;
 }
 
 /// Layer 0 of the small GPT with bf16 parameters and a bf16 input (activations in bf16, LayerNorm
@@ -300,4 +319,54 @@ TEST_CASE("the bf16 formulas equal a bf16 TransformerLayer at tp=2 without SP") 
 }
 TEST_CASE("the bf16 formulas equal a bf16 TransformerLayer at tp=2 with SP") {
   check_bf16_layer(2, true);
+}
+
+TEST_CASE("the Llama formulas equal a ParallelGPT step: whole groups, gathered groups, SP, qk_layernorm") {
+  check_step(small_llama(1, false, 2, false));
+  check_step(small_llama(2, false, 2, true));  // q/k_layernorm's gradients summed over TP without SP
+  check_step(small_llama(2, true, 2, false));
+  check_step(small_llama(4, true, 2, false));  // groups < tp: the QKV activation gathered
+  check_step(small_llama(4, false, 1, true));
+}
+
+TEST_CASE("Llama-2-70B in the Llama block: 68,976,648,192 parameters, and its activations at tp=8 by hand") {
+  model::CapacityConfig c;
+  c.gpt = llama_config(32000, 4096, 8192, 64, 8, 80, 28672);
+  c.dtype = DType::bf16;
+  // Per layer: q and proj 2·h², k and v 2·h·(8·128), gate, up and down 3·h·ffn, two RMSNorms 2h; embeddings
+  // and the untied output 2·V·h; the final RMSNorm h (Touvron et al. 2023's 70B).
+  const uint64_t h = 8192, f = 28672, V = 32000, kv = 8 * 128;
+  const uint64_t per_layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h;
+  CHECK(per_layer == 855654400);
+  CHECK(model::parameter_bytes(c).total == (80 * per_layer + 2 * V * h + h) * 2);
+  CHECK(model::parameter_bytes(c).total / 2 == 68976648192ull);
+  // tp = 8 keeps one group of 8 query heads: residual and norm outputs 4·64 MiB, q/k/v before and after
+  // RoPE 2·10 MiB ([4096, 1, (8 + 2)·128] bf16), attention out 8, probabilities [1, 8, 4096, 4096] f32
+  // 512, [gate | up] 56, SwiGLU 28: 880 MiB, plus 2·4096·4 B of rstd. With SP the first four are /8.
+  c.tp = 8;
+  CHECK(model::activation_bytes_per_layer(c).total() == 880 * MiB + 32 * 1024);
+  c.sequence_parallel = true;
+  CHECK(model::activation_bytes_per_layer(c).total() == 656 * MiB + 4 * 1024);
+  CHECK(model::sbh_bytes_per_rank(c) == 8 * MiB);  // seed §6: 8 MiB per rank under SP at tp = 8
+  c.sequence_parallel = false;
+  CHECK(model::sbh_bytes(c) == 64 * MiB);
+}
+
+TEST_CASE(
+    "Korthikanti et al. 2022 for GPT-3 175B at tp=8: 552 / 342 MiB per layer; this engine keeps 456 / 288") {
+  model::CapacityConfig c;
+  c.gpt.hidden = 12288;
+  c.gpt.heads = 96;
+  c.gpt.layers = 96;
+  c.gpt.vocab = 50257;
+  c.gpt.seq = 2048;
+  c.batch = 1;
+  c.tp = 8;
+  c.dtype = DType::bf16;
+  // sbh(10 + 24/8 + 5·96·2048/(12288·8)) = 23·sbh; with SP sbh/8·(34 + 80) = 14.25·sbh; sbh = 24 Mi.
+  CHECK(model::korthikanti_bytes_per_layer(c) == 23ull * 24 * MiB);
+  CHECK(model::activation_bytes_per_layer(c).total() == 456 * MiB + 32 * 1024);
+  c.sequence_parallel = true;
+  CHECK(model::korthikanti_bytes_per_layer(c) == 342ull * MiB);
+  CHECK(model::activation_bytes_per_layer(c).total() == 288 * MiB + 4 * 1024);
 }

@@ -23,6 +23,8 @@ struct Case {
   int tp, dp;
   int64_t groups;
   bool sp, qk_layernorm;
+  bool overlap = false;  ///< tp_comm_overlap
+  int64_t s = 12;        ///< below the position table's 12 and not divisible by tp under SP: pad_sequence
 };
 
 GPTConfig config_of(const Case& k) {
@@ -33,7 +35,7 @@ GPTConfig config_of(const Case& k) {
 
 void check_step(const Case& k) {
   const GPTConfig c = config_of(k);
-  const int64_t b_global = 2 * k.dp, s = c.seq;
+  const int64_t b_global = 2 * k.dp, s = k.s;
   auto rank_fn = [&](int) {
     TokenBatch ids, targets;
     make_batch(b_global, s, c.vocab, 3, ids, targets);
@@ -43,7 +45,8 @@ void check_step(const Case& k) {
     ref.backward();
 
     ParallelState ps(comm::init_from_env(), k.tp);
-    model::ParallelGPT gpt(c, 42, ps, {.sequence_parallel = k.sp});
+    model::ParallelGPT gpt(
+        c, 42, ps, {.sequence_parallel = k.sp, .pad_sequence = s % k.tp != 0, .tp_comm_overlap = k.overlap});
     const int64_t b = b_global / k.dp;
     const TokenBatch my_ids{
         b, s, {ids.ids.begin() + ps.dp_rank() * b * s, ids.ids.begin() + (ps.dp_rank() + 1) * b * s}};
@@ -91,6 +94,20 @@ TEST_CASE("llama gpt: one TP (+SP) step equals the unfused reference, groups abo
     CAPTURE(k.groups);
     CAPTURE(k.sp);
     CAPTURE(k.qk_layernorm);
+    check_step(k);
+  }
+}
+
+TEST_CASE(
+    "llama gpt: with tp_comm_overlap, and with a sequence padded for SP, groups equal to and below tp") {
+  for (const Case k :
+       {Case{2, 1, 2, true, false, true}, Case{2, 1, 1, true, true, true}, Case{2, 1, 1, false, false, true},
+        Case{2, 1, 2, true, false, false, 11}, Case{4, 1, 1, true, true, false, 11}}) {
+    CAPTURE(k.tp);
+    CAPTURE(k.groups);
+    CAPTURE(k.sp);
+    CAPTURE(k.overlap);
+    CAPTURE(k.s);
     check_step(k);
   }
 }

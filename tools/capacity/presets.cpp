@@ -20,16 +20,23 @@ model::CapacityConfig sizes(int64_t hidden, int64_t ffn, int64_t heads, int64_t 
   return c;
 }
 
+model::CapacityConfig llama(const GPTConfig& gpt, int64_t batch) {
+  model::CapacityConfig c;
+  c.gpt = gpt;
+  c.batch = batch;
+  return c;
+}
+
 }  // namespace
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> all = {
       {"llama-70b",
-       "Llama-2-70B's sizes (Touvron et al. 2023; the seed's section 6: h=8192, ffn=28672, 64 heads, "
-       "s=4096, b=1) in this engine's GPT-2 layer: multi-head attention, a GELU MLP, LayerNorm, biases, "
-       "a learned position table. Llama itself has grouped-query attention (8 KV heads), SwiGLU (three "
-       "FFN matrices) and RMSNorm, so its own parameter count differs",
-       sizes(8192, 28672, 64, 80, 32000, 4096, 1, false)},
+       "Llama-2-70B (Touvron et al. 2023; the seed's section 6: h=8192, ffn=28672, 64 heads, s=4096, b=1): "
+       "this engine's Llama block, with grouped-query attention (8 key/value groups of 128), SwiGLU (three "
+       "FFN matrices, gate and up fused), RMSNorm, RoPE, no biases, untied output: 68,976,648,192 "
+       "parameters",
+       llama(llama_config(32000, 4096, 8192, 64, 8, 80, 28672), 1)},
       {"gpt3-175b",
        "GPT-3 175B (Brown et al. 2020; Korthikanti et al. 2022 Table 3: h=12288, 96 heads, 96 layers, "
        "s=2048, b=1)",

@@ -1,4 +1,4 @@
-// Model presets of tpsp-capacity: published sizes put into this engine's GPT-2 layer.
+// Model presets of tpsp-capacity: published sizes in this engine's GPT-2 or Llama block.
 #pragma once
 
 #include <string>

@@ -23,27 +23,36 @@ std::optional<model::CapacityConfig> with_sp(const model::CapacityConfig& c, boo
 struct ActivationRow {
   const char* key;
   const char* name;
-  const char* shape;
+  const char* shape;        ///< the GPT-2 block's
+  const char* llama_shape;  ///< the Llama block's (n query heads and g groups on the rank); null: none
   uint64_t model::ActivationBytes::*bytes;
 };
 
 const ActivationRow kActivationRows[] = {
-    {"residual", "x_in, x_mid", "2 x [rows, b, h]", &model::ActivationBytes::residual},
-    {"layernorm", "ln1.y, ln2.y", "2 x [rows, b, h]", &model::ActivationBytes::layernorm},
-    {"layernorm_stats", "LayerNorm mean, rstd", "4 x [rows, b] f32",
+    {"residual", "x_in, x_mid", "2 x [rows, b, h]", "2 x [rows, b, h]", &model::ActivationBytes::residual},
+    {"layernorm", "norm outputs", "2 x [rows, b, h]", "2 x [rows, b, h]", &model::ActivationBytes::layernorm},
+    {"layernorm_stats", "norm statistics", "4 x [rows, b] f32", "2 x [rows, b] f32",
      &model::ActivationBytes::layernorm_stats},
-    {"qkv", "qkv", "[s, b, 3h/tp]", &model::ActivationBytes::qkv},
-    {"attention_out", "attention output", "[s, b, h/tp]", &model::ActivationBytes::attention_out},
-    {"probs", "attention probabilities", "[b, heads/tp, s, s] f32", &model::ActivationBytes::probs},
-    {"fc1", "fc1 pre-activation", "[s, b, ffn/tp]", &model::ActivationBytes::fc1},
-    {"gelu", "GELU output", "[s, b, ffn/tp]", &model::ActivationBytes::gelu},
+    {"qkv_projections", "q, k, v before RoPE", nullptr, "[s, b, (n+2g)d]",
+     &model::ActivationBytes::qkv_projections},
+    {"qk_norm", "q/k_layernorm", nullptr, "[s, b, (n+g)d] + f32", &model::ActivationBytes::qk_norm},
+    {"qkv", "qkv", "[s, b, 3h/tp]", "[s, b, (n+2g)d] rotated", &model::ActivationBytes::qkv},
+    {"attention_out", "attention output", "[s, b, h/tp]", "[s, b, n·d]",
+     &model::ActivationBytes::attention_out},
+    {"probs", "attention probabilities", "[b, heads/tp, s, s] f32", "[b, n, s, s] f32",
+     &model::ActivationBytes::probs},
+    {"fc1", "fc1 output", "[s, b, ffn/tp]", "[s, b, 2ffn/tp] gate|up", &model::ActivationBytes::fc1},
+    {"gelu", "activation output", "[s, b, ffn/tp] GELU", "[s, b, ffn/tp] SwiGLU",
+     &model::ActivationBytes::gelu},
 };
 
 json activations_json(const std::optional<model::CapacityConfig>& c) {
   if (!c) return nullptr;
   const model::ActivationBytes a = model::activation_bytes_per_layer(*c);
   json j;
-  for (const ActivationRow& r : kActivationRows) j[r.key] = a.*r.bytes;
+  for (const ActivationRow& r : kActivationRows)
+    if (c->gpt.llama() ? r.llama_shape != nullptr : r.shape != nullptr) j[r.key] = a.*r.bytes;
+  if (!c->gpt.llama()) j["korthikanti_2022"] = model::korthikanti_bytes_per_layer(*c);
   j["total"] = a.total();
   j["all_layers"] = a.total() * static_cast<uint64_t>(c->gpt.layers);
   return j;
@@ -163,10 +172,12 @@ std::string report_table(const Question& q) {
   c.validate();
   std::string out = fmt::format("tpsp-capacity: {}\n", q.model);
   if (!q.about.empty()) out += fmt::format("  {}\n", q.about);
-  out += fmt::format("  h={} ffn={} heads={} layers={} vocab={} s={} b={} {}{}, tp={}, SP {}, link {}\n\n",
-                     c.gpt.hidden, c.gpt.ffn_hidden(), c.gpt.heads, c.gpt.layers, c.gpt.vocab, c.gpt.seq,
-                     c.batch, dtype_name(c.dtype), c.gpt.tied ? ", tied" : ", untied", c.tp,
-                     c.sequence_parallel ? "on" : "off", link_str(q.link));
+  out += fmt::format(
+      "  {} block: h={} ffn={} heads={}{} layers={} vocab={} s={} b={} {}{}, tp={}, SP {}, link {}\n\n",
+      c.gpt.llama() ? "Llama" : "GPT-2", c.gpt.hidden, c.gpt.ffn_hidden(), c.gpt.heads,
+      c.gpt.llama() ? fmt::format(" groups={}", c.gpt.query_groups()) : "", c.gpt.layers, c.gpt.vocab,
+      c.gpt.seq, c.batch, dtype_name(c.dtype), c.gpt.tied ? ", tied" : ", untied", c.tp,
+      c.sequence_parallel ? "on" : "off", link_str(q.link));
   out += fmt::format("One [s, b, h] activation: {}; one rank holds {} of it ({}).\n\n",
                      human_bytes(model::sbh_bytes(c)), human_bytes(model::sbh_bytes_per_rank(c)),
                      c.sequence_parallel ? "[s/tp, b, h] under SP" : "the whole: no SP");
@@ -174,14 +185,19 @@ std::string report_table(const Question& q) {
   const model::ParameterBytes p = model::parameter_bytes(c);
   out += fmt::format("Parameters per rank ({})\n", dtype_name(c.dtype));
   out += fmt::format("  {:<52}{:>14}\n", "one layer", human_bytes(p.per_layer));
-  out += fmt::format("  {:<52}{:>14}\n", "word embeddings [V/tp, h] + position table [s, h]",
+  out += fmt::format("  {:<52}{:>14}\n",
+                     c.gpt.llama() ? "word embeddings [V/tp, h] (RoPE: no position table)"
+                                   : "word embeddings [V/tp, h] + position table [s, h]",
                      human_bytes(p.embedding));
-  out += fmt::format(
-      "  {:<52}{:>14}\n",
-      c.gpt.tied ? "final LayerNorm (output layer tied)" : "final LayerNorm + output layer [V/tp, h]",
-      human_bytes(p.output));
-  out += fmt::format("  {:<52}{:>14}\n\n", fmt::format("whole model ({} layers)", c.gpt.layers),
+  out += fmt::format("  {:<52}{:>14}\n",
+                     c.gpt.tied ? "final norm (output layer tied)" : "final norm + output layer [V/tp, h]",
+                     human_bytes(p.output));
+  out += fmt::format("  {:<52}{:>14}\n", fmt::format("whole model ({} layers)", c.gpt.layers),
                      human_bytes(p.total));
+  if (c.tp == 1)
+    out += fmt::format("  {:<52}{:>14}\n", "parameters (count)",
+                       fmt::format("{}", p.total / static_cast<uint64_t>(dtype_size(c.dtype))));
+  out += "\n";
 
   const auto off = with_sp(c, false), on = with_sp(c, true);
   const model::ActivationBytes a_off = model::activation_bytes_per_layer(*off);
@@ -196,13 +212,31 @@ std::string report_table(const Question& q) {
     out +=
         fmt::format("  {:<26}{:<26}{:>14}{:>14}\n", name, shape, human_bytes(a), b ? human_bytes(*b) : "n/a");
   };
-  for (const ActivationRow& r : kActivationRows)
-    row(r.name, r.shape, a_off.*r.bytes, a_on ? std::optional(a_on.value().*r.bytes) : std::nullopt);
+  for (const ActivationRow& r : kActivationRows) {
+    const char* shape = c.gpt.llama() ? r.llama_shape : r.shape;
+    if (shape != nullptr)
+      row(r.name, shape, a_off.*r.bytes, a_on ? std::optional(a_on.value().*r.bytes) : std::nullopt);
+  }
   row("total per layer", "", a_off.total(), a_on ? std::optional(a_on->total()) : std::nullopt);
   const auto L = static_cast<uint64_t>(c.gpt.layers);
   row(fmt::format("all {} layers", L), "", a_off.total() * L,
       a_on ? std::optional(a_on->total() * L) : std::nullopt);
   if (!on) out += fmt::format("  (with SP: n/a, s={} is not divisible by tp={})\n", c.gpt.seq, c.tp);
+  if (!c.gpt.llama()) {
+    row("Korthikanti et al. 2022", "16-bit, §4.2", model::korthikanti_bytes_per_layer(*off),
+        on ? std::optional(model::korthikanti_bytes_per_layer(*on)) : std::nullopt);
+    out +=
+        "  (the paper's sbh(10 + 24/t + 5as/(ht)) and sbh/t(34 + 5as/h) count the dropout masks, 1 byte\n"
+        "   each: 2sbh of the hidden dropouts (/t under SP) and as^2b/t of the attention dropout, which "
+        "this\n"
+        "   engine regenerates from their key instead of storing; both keep 4as^2b/t bytes of probabilities\n"
+        "   (the paper: the softmax output and the dropout output in 16 bits; the engine: once in f32), and\n"
+        "   the engine also keeps the norm statistics the paper leaves out)\n";
+  } else {
+    out +=
+        "  (Korthikanti et al. 2022's formula counts the GPT-2 block; SwiGLU keeps [gate | up] and its\n"
+        "   output, grouped-query attention narrows k and v to the rank's groups)\n";
+  }
   out += "\n";
 
   out += fmt::format("Communication of one layer per rank, one forward and backward (SP {}; ring model)\n",

@@ -53,7 +53,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
 void apply_model(TrainOptions& o) {
   if (o.model != "llama") return;
   const GPTConfig g = o.gpt;
-  const int64_t groups = g.num_query_groups > 0 ? g.num_query_groups : std::max<int64_t>(1, g.heads / 2);
+  // Default: the most key/value groups g ≤ heads/2 that divide the heads and fit tp (g % tp == 0 or
+  // tp % g == 0), so any heads % tp == 0 gets grouped-query attention (1 group at worst).
+  int64_t groups = g.num_query_groups;
+  for (int64_t k = std::max<int64_t>(1, g.heads / 2); groups == 0 && k >= 1; --k)
+    if (g.heads % k == 0 && (k % o.tp == 0 || o.tp % k == 0)) groups = k;
   o.gpt = llama_config(g.vocab, g.seq, g.hidden, g.heads, groups, g.layers, g.ffn);
   o.gpt.dropout = g.dropout;  // refused by validate() unless 0: the Llama block has no dropout
 }

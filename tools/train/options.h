@@ -35,8 +35,8 @@ struct TrainOptions {
 };
 
 /// Registers --tp --sp/--no-sp --dp --steps --seed --dropout --link --check-collectives --device --backend
-/// --text --batch --seq --hidden --heads --layers --lr on `app`, writing into `o`; an empty `o.text` becomes
-/// default_text_path() (data/genesis_kjv.txt).
+/// --text --batch --seq --hidden --heads --layers --lr --model --query-groups on `app`, writing into `o`; an
+/// empty `o.text` becomes default_text_path() (data/genesis_kjv.txt).
 void add_train_options(CLI::App& app, TrainOptions& o);
 
 /// After parsing: --model llama turns o.gpt into the Llama block at its sizes (RMSNorm, SwiGLU, RoPE, no

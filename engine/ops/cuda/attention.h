@@ -8,10 +8,12 @@
 
 namespace tpsp::cuda {
 
-/// qkv [s, b, heads·3·d] f32 on cuda → out [s, b, heads·d] and probs [b, heads, s, s] on cuda.
-/// Errors as ops::attention_forward (ShapeError on bad shapes, padding mask or cu_seqlens).
+/// qkv [s, b, groups·(heads/groups + 2)·d] f32 on cuda (heads·3·d without GQA) → out [s, b, heads·d] and
+/// probs [b, heads, s, s] on cuda. Errors as ops::attention_forward (ShapeError on bad shapes, padding mask
+/// or cu_seqlens).
 ops::AttentionOut attention_forward(const Tensor& qkv, const ops::AttentionOptions& opt);
-/// dqkv [s, b, heads·3·d] on cuda; the dropout mask is regenerated from the key.
+/// dqkv shaped like qkv on cuda (a group's dk, dv summed over its heads); the dropout mask is regenerated
+/// from the key.
 Tensor attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                           const ops::AttentionOptions& opt);
 
