@@ -28,7 +28,9 @@ struct Case {
 };
 
 GPTConfig config_of(const Case& k) {
-  GPTConfig c = llama_config(37, 12, 16, 4, k.groups, 2, 24);
+  // tp = 3 needs heads divisible by 3: 6 heads of 4 (h = 24) there, else 4 heads of 4 (h = 16).
+  GPTConfig c =
+      k.tp == 3 ? llama_config(37, 12, 24, 6, k.groups, 2, 24) : llama_config(37, 12, 16, 4, k.groups, 2, 24);
   c.qk_layernorm = k.qk_layernorm;
   return c;
 }
@@ -88,7 +90,8 @@ void check_step(const Case& k) {
 TEST_CASE("llama gpt: one TP (+SP) step equals the unfused reference, groups above, equal to and below tp") {
   for (const Case k : {Case{1, 1, 2, false, false}, Case{2, 1, 2, false, false}, Case{2, 1, 2, true, true},
                        Case{2, 1, 1, true, false}, Case{4, 1, 2, true, false}, Case{4, 1, 4, false, true},
-                       Case{4, 1, 1, false, false}, Case{2, 2, 1, true, true}}) {
+                       Case{4, 1, 1, false, false}, Case{2, 2, 1, true, true}, Case{3, 1, 3, true, true},
+                       Case{3, 1, 6, false, false}}) {
     CAPTURE(k.tp);
     CAPTURE(k.dp);
     CAPTURE(k.groups);
