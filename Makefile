@@ -45,7 +45,7 @@ demo: deps
 	$(BUILD)/bin/tpsp-demo $(if $(DEVICE),--device $(DEVICE)) $(if $(MODEL),--model $(MODEL)) $(DEMO_ARGS)
 
 ## make bench: build the benchmarks and run bench/run_bench.py: the engine against its PyTorch peers
-## (MLP step, GPT step), tp=2/tp=1 scaling, collective bandwidth (docs/performance.md; 13 minutes on 2
+## (MLP step, GPT step, Llama step), tp=2/tp=1 scaling, collective bandwidth (docs/performance.md; 13 minutes on 2
 ## idle cores, 22–30 on loaded ones). Not part of make test. BENCH_ARGS=--quick for a smoke run, --json FILE for the raw results.
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null

@@ -1,4 +1,5 @@
-// bench_gpt_step: one whole training step of the engine's ParallelGPT (engine/model/gpt.h), fp32:
+// bench_gpt_step: one whole training step of the engine's ParallelGPT (engine/model/gpt.h), fp32 (with
+// --model llama the Llama block, against bench/peers/llama_step.py; the rest of this note is the GPT's):
 // zero_grad, forward (vocab-parallel embedding + positions, pre-LN layers with tanh-GELU MLPs, final LN,
 // tied output layer, vocab-parallel cross entropy), backward, finalize_grads (the SP gradient sum) and
 // one AdamW step — ParallelGPT::train_step with one micro-batch, as tools/train drives it. Dropout 0,
@@ -40,6 +41,8 @@ struct Config {
   bool sp = false;
   bool overlap = false;  // --tp-comm-overlap: every linear layer's collectives behind its GEMMs (lab04)
   tpsp::GPTConfig gpt{.vocab = 8192, .seq = 512, .hidden = 512, .heads = 8, .layers = 2};
+  std::string model = "gpt";  // --model llama: the Llama block (RMSNorm, SwiGLU, RoPE, GQA, untied)
+  int64_t query_groups = 4;   // --query-groups (llama)
   int64_t batch = 1;
   int steps = 10, warmup = 2, span_steps = 3;
   bool gemm = true;  // time the GEMMs alone too
@@ -105,11 +108,15 @@ struct StepGemms {
       : attention(c.gpt.seq, c.gpt.head_dim()),
         attention_blocks(c.gpt.layers * c.batch * (c.gpt.heads / c.tp)) {
     const int64_t n = c.gpt.seq * c.batch, h = c.gpt.hidden, t = c.tp, f = c.gpt.ffn_hidden();
+    // The Llama block: the fused per-group QKV rows groups·(heads/groups + 2)·d and [gate | up] 2·ffn.
+    const bool llama = c.gpt.llama();
+    const int64_t g = c.gpt.query_groups(), d = c.gpt.head_dim();
+    const int64_t qkv = llama ? g * (c.gpt.heads / g + 2) * d : 3 * h, fc1 = llama ? 2 * f : f;
     for (int64_t i = 0; i < c.gpt.layers; ++i) {
       const std::string p = "layer" + std::to_string(i);
-      linears.emplace_back(n, h, 3 * h / t, p + ".qkv");
+      linears.emplace_back(n, h, qkv / t, p + ".qkv");
       linears.emplace_back(n, h / t, h, p + ".proj");
-      linears.emplace_back(n, h, f / t, p + ".fc1");
+      linears.emplace_back(n, h, fc1 / t, p + ".fc1");
       linears.emplace_back(n, f / t, h, p + ".fc2");
     }
     linears.emplace_back(n, h, padded_vocab / t, "output_layer");
@@ -160,13 +167,14 @@ int run_rank(const Config& c) {
 
   if (tp.rank() == 0) {
     const double step_s = median(t.step), gemm_s = median(t.gemm);
-    tpsp::bench::ResultLine line{"gpt", {}};
+    tpsp::bench::ResultLine line{c.gpt.llama() ? "llama" : "gpt", {}};
     line.add("impl", "engine");
     line.add("tp", c.tp);
     line.add("sp", c.sp ? 1 : 0);
     line.add("layers", c.gpt.layers);
     line.add("h", c.gpt.hidden);
     line.add("heads", c.gpt.heads);
+    if (c.gpt.llama()) line.add("groups", c.gpt.query_groups());
     line.add("s", c.gpt.seq);
     line.add("b", c.batch);
     line.add("V", c.gpt.vocab);
@@ -217,6 +225,13 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of parameters and tokens");
   app.add_option("--trace", c.trace_dir,
                  "write one more step as Chrome traces DIR/step/rank<r>.json (make timeline's layer figure)");
+  app.add_option("--model", c.model, "gpt (the GPT-2 block) or llama (RMSNorm, SwiGLU, RoPE, GQA, untied)")
+      ->check(CLI::IsMember({"gpt", "llama"}));
+  app.add_option("--query-groups", c.query_groups, "llama: key/value groups")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  if (c.model == "llama") {
+    const tpsp::GPTConfig g = c.gpt;
+    c.gpt = tpsp::llama_config(g.vocab, g.seq, g.hidden, g.heads, c.query_groups, g.layers, g.ffn);
+  }
   return tpsp::bench::run_ranks(c.tp, [&c] { return run_rank(c); });
 }

@@ -3,6 +3,7 @@
 
   mlp   build/bench/bench_mlp_step  vs bench/peers/tp_mlp_step.py   (one Megatron TP MLP step)
   gpt   build/bench/bench_gpt_step  vs bench/peers/gpt_step.py      (one whole GPT training step)
+  llama build/bench/bench_gpt_step --model llama vs bench/peers/llama_step.py (the Llama block's step)
   scaling  bench_mlp_step at tp=2 vs tp=1, hidden 512 / 1024 / 2048 (where tp=2 pays on 2 cores)
   collectives  build/bench/bench_collectives: busbw of each collective / raw Gloo all-reduce busbw
   overlap  build/bench/bench_overlap: a TP+SP linear pair at TPSP_LINK=2GB/s, tp_comm_overlap on ÷ off
@@ -70,12 +71,12 @@ class Bench:
         self.bin = os.path.join(a.build, "bench")
 
     def engine_cmd(self, bench, args):
-        """build/bench/bench_<bench>_step with args."""
-        return [os.path.join(self.bin, f"bench_{bench}_step")] + args
+        """build/bench/bench_<bench>_step with args (llama: bench_gpt_step --model llama)."""
+        return [os.path.join(self.bin, f"bench_{'gpt' if bench == 'llama' else bench}_step")] + args
 
     def torch_cmd(self, bench, args):
         """The PyTorch peer of bench with the same args, run by a.python."""
-        script = {"mlp": "tp_mlp_step.py", "gpt": "gpt_step.py"}[bench]
+        script = {"mlp": "tp_mlp_step.py", "gpt": "gpt_step.py", "llama": "llama_step.py"}[bench]
         return [self.a.python, os.path.join(HERE, "peers", script)] + args
 
     def pairs(self, name, cmd_a, cmd_b):
@@ -101,6 +102,8 @@ class Bench:
         else:
             args += ["--seq", str(a.gpt_seq), "--batch", str(a.batch), "--hidden", str(a.gpt_hidden),
                      "--heads", str(a.gpt_heads), "--layers", str(a.gpt_layers), "--vocab", str(a.gpt_vocab)]
+        if bench == "llama":  # GQA with heads/2 groups: whole groups per rank at tp = 1 and 2
+            args += ["--model", "llama", "--query-groups", str(a.gpt_heads // 2)]
         return args + list(extra)
 
     def engine_vs_torch(self, bench):
@@ -121,7 +124,7 @@ class Bench:
             torch_gemm = f"  torch {summary([t['gemm_frac'] for t in tr])}" if tr else ""
             print(f"{p} gemm/step engine {summary([e['gemm_frac'] for e in er])}{torch_gemm}")
             # Shares of the traced steps (compute spans on), each over that same step's time.
-            kinds = ["gemm", "attention", "comm"] if bench == "gpt" else ["gemm", "comm"]
+            kinds = ["gemm", "attention", "comm"] if bench in ("gpt", "llama") else ["gemm", "comm"]
             spans = "  ".join(f"span_{k}/step {summary([e[f'span_{k}_s'] / e['span_step_s'] for e in er])}"
                               for k in kinds)
             print(f"{p} engine {spans}", flush=True)
@@ -192,7 +195,8 @@ def main():
     p.add_argument("--steps", type=int, help="timed steps per process (4; --quick 2)")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps per process")
     p.add_argument("--span-steps", type=int, help="engine steps with compute spans on (2; --quick 1)")
-    p.add_argument("--only", default="mlp,gpt,scaling,collectives,overlap", help="comma-separated parts to run")
+    p.add_argument("--only", default="mlp,gpt,llama,scaling,collectives,overlap",
+                   help="comma-separated parts to run")
     p.add_argument("--json", help="write every RESULT (with its comparison and pair) to this file")
     p.add_argument("--timeout", type=float, default=900, help="seconds per process")
     a = p.parse_args()
@@ -209,7 +213,7 @@ def main():
     t = subprocess.run([a.python, "-c", "import torch"], capture_output=True, text=True)
     a.torch = t.returncode == 0
     parts = a.only.split(",")
-    known = ("mlp", "gpt", "scaling", "collectives", "overlap")
+    known = ("mlp", "gpt", "llama", "scaling", "collectives", "overlap")
     if any(x not in known for x in parts):
         p.error(f"--only takes a comma-separated subset of {','.join(known)}")
     print(f"# run_bench: {os.cpu_count()} cores, {a.pairs} pairs after a warm-up pair, {a.steps} steps per "
@@ -217,12 +221,13 @@ def main():
           f"heads={a.gpt_heads} s={a.gpt_seq} V={a.gpt_vocab}; {time.strftime('%Y-%m-%d %H:%M')}, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     t0 = time.time()
-    if not a.torch and ("mlp" in parts or "gpt" in parts):
+    if not a.torch and ("mlp" in parts or "gpt" in parts or "llama" in parts):
         print(f"torch: not importable by {a.python} (python3-torch missing?): engine-only figures below")
     b = Bench(a)
     try:
         for part in parts:
             {"mlp": lambda: b.engine_vs_torch("mlp"), "gpt": lambda: b.engine_vs_torch("gpt"),
+             "llama": lambda: b.engine_vs_torch("llama"),
              "scaling": b.scaling, "collectives": b.collectives, "overlap": b.overlap}[part]()
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print(f"run_bench: {e}", file=sys.stderr)
