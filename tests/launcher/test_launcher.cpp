@@ -161,6 +161,17 @@ TEST_CASE("a rank exiting 3 stops the others promptly and is named with its last
   CHECK(r.err.find("exit code 3") != std::string::npos);
 }
 
+TEST_CASE("ranks that fail a little after the first one end on their own, and are not reported as stopped") {
+  // Every rank meets the same error 0.1 s apart: the launcher lets the others end (kPeerLinger) before it
+  // stops anyone, so each rank's own exit is reported, not a SIGTERM that reads like a hang.
+  const RunResult r = run(launcher({"-n", "3"}, "rank_exit", {"-1", "3"}));
+  INFO(show(r));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.code == 3);
+  CHECK(r.err.find("job failed: rank 0 exited with code 3") != std::string::npos);
+  CHECK(r.err.find("killed by SIGTERM") == std::string::npos);
+}
+
 TEST_CASE("a segfaulting rank is reported as SIGSEGV with exit 139") {
   const RunResult r = run(launcher({"-n", "3"}, "rank_segv"));
   INFO(show(r));

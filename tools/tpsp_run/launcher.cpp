@@ -41,6 +41,10 @@ constexpr auto kSigkillWait = std::chrono::seconds(5);
 constexpr auto kDrainWait = std::chrono::seconds(1);
 // Upper bound of one poll() wait in milliseconds (a safety net; SIGCHLD normally wakes the loop).
 constexpr int kMaxPollMs = 250;
+/// After the first rank fails, the others get this long to end on their own before they are stopped: ranks
+/// that raise the same error (every rank of a scenario meeting the same TODO or bad input) then report it
+/// themselves instead of being killed mid-exit and reported as stopped inside a collective.
+constexpr auto kPeerLinger = std::chrono::milliseconds(500);
 
 // Write end of the self-pipe; the signal handler writes the signal number there as one byte.
 int g_signal_pipe_write = -1;
@@ -378,6 +382,7 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
   const Clock::time_point deadline = t0 + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(std::max(0.0, spec.timeout_s)));
   std::optional<Clock::time_point> drain_until;
+  std::optional<Clock::time_point> stop_peers_at;  // a rank failed: stop the others then (kPeerLinger)
   std::vector<char> buffer(64 * 1024);
 
   for (;;) {
@@ -418,11 +423,13 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
     if (first_failed >= 0) {
       outcome.ending = Ending::kRankFailed;
       outcome.failed_slot = first_failed;
-      begin_stop(SIGTERM);
+      stop_peers_at = Clock::now() + kPeerLinger;
     }
 
-    // 2. Deadlines: the job's time limit, SIGKILL escalation, giving up on unkillable ranks.
+    // 2. Deadlines: the linger after a failure, the job's time limit, SIGKILL escalation, giving up on
+    //    unkillable ranks.
     const auto now = Clock::now();
+    if (stop_peers_at && !stopping && now >= *stop_peers_at) begin_stop(SIGTERM);
     if (has_deadline && now >= deadline && !stopping && outcome.ending == Ending::kAllSucceeded) {
       outcome.ending = Ending::kTimedOut;
       begin_stop(SIGTERM);
@@ -452,6 +459,7 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
     // 4. Wait for output, a signal or the next deadline.
     std::vector<Clock::time_point> wakeups;
     if (has_deadline && !stopping) wakeups.push_back(deadline);
+    if (stop_peers_at && !stopping) wakeups.push_back(*stop_peers_at);
     if (stopping) wakeups.push_back(escalate_at);
     for (const auto& p : procs) {
       if (p.sigkill_at) wakeups.push_back(*p.sigkill_at + kSigkillWait);
