@@ -51,34 +51,7 @@ void check_step(const GPTConfig& cfg, int tp, int dp, bool sp, float dropout = 0
                           {targets.ids.begin() + ps.dp_rank() * b_local * s,
                            targets.ids.begin() + (ps.dp_rank() + 1) * b_local * s}};
     const float loss = gpt.forward(my_ids, my_targets, 5);
-    if (dp == 1)
-      expect(std::fabs(loss - ref_loss) <= 1e-5 + 1e-5 * std::fabs(ref_loss),
-             "loss " + std::to_string(loss) + " != reference " + std::to_string(ref_loss));
-    // Logits: this rank's vocabulary columns of its data-parallel rows.
-    const Tensor local = gpt.logits_local();
-    const int64_t vl = local.size(2), v0 = ps.tp_rank() * vl,
-                  real = std::max<int64_t>(0, std::min(vl, c.vocab - v0));
-    const Tensor ref_rows = ref_logits.slice0(ps.dp_rank() * b_local, (ps.dp_rank() + 1) * b_local);
-    expect_close(local.narrow_copy(2, 0, real), ref_rows.narrow_copy(2, v0, real), 1e-4, 1e-5, "logits");
-    gpt.backward();
-    for (const auto& [name, g] : gpt.grads()) {
-      const Tensor want = expected_shard(ref.grads().at(name), gpt.shard_spec(name), ps.tp_rank(), tp);
-      expect_close(g, want, 1e-3, 2e-6, "grad " + name);
-    }
-    const ops::AdamWConfig adam;
-    ref.step(adam);
-    gpt.step(adam);
-    // AdamW divides by √v + eps: a gradient that is zero analytically (the key bias: softmax ignores
-    // a constant added to every score) carries ~1e-10 rounding noise that the update scales up to
-    // ~lr·noise/eps ≈ 1e-5, so parameters after the step are compared with atol 2e-5.
-    for (const auto& [name, p] : gpt.params()) {
-      const model::ShardSpec& spec = gpt.shard_spec(name);
-      const Tensor want = expected_shard(ref.params().at(name), spec, ps.tp_rank(), tp);
-      int64_t rows = p.size(0);  // padded vocabulary rows have no reference counterpart
-      if (spec.placement == Placement::Shard(0) && spec.global_shape[0] != ref.params().at(name).size(0))
-        rows = std::clamp<int64_t>(c.vocab - ps.tp_rank() * p.size(0), 0, p.size(0));
-      expect_close(p.slice0(0, rows), want.slice0(0, rows), 1e-4, 2e-5, "param after AdamW " + name);
-    }
+    expect_step_equals_reference(gpt, ref, loss, ref_loss, ref_logits, ps, dp, b_local);
   };
   const auto results = run_ranks(tp * dp, rank_fn, 90);
   const std::string f = failures(results);

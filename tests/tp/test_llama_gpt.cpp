@@ -55,31 +55,7 @@ void check_step(const Case& k) {
     const TokenBatch my_targets{
         b, s, {targets.ids.begin() + ps.dp_rank() * b * s, targets.ids.begin() + (ps.dp_rank() + 1) * b * s}};
     const float loss = gpt.forward(my_ids, my_targets, 0);
-    if (k.dp == 1)
-      expect(std::fabs(loss - ref_loss) <= 1e-5 + 1e-5 * std::fabs(ref_loss),
-             "loss " + std::to_string(loss) + " != reference " + std::to_string(ref_loss));
-    const Tensor local = gpt.logits_local();
-    const int64_t vl = local.size(2), v0 = ps.tp_rank() * vl,
-                  real = std::max<int64_t>(0, std::min(vl, c.vocab - v0));
-    const Tensor ref_rows = ref_logits.slice0(ps.dp_rank() * b, (ps.dp_rank() + 1) * b);
-    expect_close(local.narrow_copy(2, 0, real), ref_rows.narrow_copy(2, v0, real), 1e-4, 1e-5, "logits");
-    gpt.backward();
-    const auto ref_grads = model::fused_model_parameters(c, ref.grads());
-    for (const auto& [name, g] : gpt.grads())
-      expect_close(g, expected_shard(ref_grads.at(name), gpt.shard_spec(name), ps.tp_rank(), k.tp), 1e-3,
-                   2e-6, "grad " + name);
-    const ops::AdamWConfig adam;
-    ref.step(adam);
-    gpt.step(adam);
-    const auto ref_params = model::fused_model_parameters(c, ref.params());
-    for (const auto& [name, p] : gpt.params()) {
-      const model::ShardSpec& spec = gpt.shard_spec(name);
-      const Tensor want = expected_shard(ref_params.at(name), spec, ps.tp_rank(), k.tp);
-      int64_t rows = p.size(0);  // padded vocabulary rows have no reference counterpart
-      if (spec.placement == Placement::Shard(0) && spec.global_shape[0] != ref_params.at(name).size(0))
-        rows = std::clamp<int64_t>(c.vocab - ps.tp_rank() * p.size(0), 0, p.size(0));
-      expect_close(p.slice0(0, rows), want.slice0(0, rows), 1e-4, 2e-5, "param after AdamW " + name);
-    }
+    expect_step_equals_reference(gpt, ref, loss, ref_loss, ref_logits, ps, k.dp, b);
   };
   const std::string f = failures(run_ranks(k.tp * k.dp, rank_fn, 120));
   CHECK_MESSAGE(f.empty(), f);

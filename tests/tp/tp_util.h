@@ -2,11 +2,13 @@
 // element, the slice of a reference tensor that a TP shard must equal, and a small batch.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "engine/comm/env.h"
 #include "engine/model/gpt.h"
+#include "engine/parallel_state.h"
 #include "engine/tensor.h"
 #include "engine/tokens.h"
 #include "reference/gpt.h"
@@ -57,6 +59,48 @@ inline void make_batch(int64_t b, int64_t s, int64_t vocab, uint64_t salt, Token
   }
   targets.ids[1] = kIgnoreIndex;
   targets.ids[static_cast<std::size_t>(b * s - 2)] = kIgnoreIndex;
+}
+
+/// One training step of `gpt` against the single-process `ref` (which has run forward and backward on the
+/// whole batch), after gpt.forward on this data-parallel rank's b_local rows returned `loss`: the loss
+/// (dp = 1 only: with dp > 1 it is this rank's rows' mean), this rank's logit columns, every gradient after
+/// gpt.backward(), and every parameter after one AdamW step of both models. The reference's tensors are
+/// put under the engine's names (model::fused_model_parameters: each Llama layer fused, the GPT-2 block
+/// as it is) and sliced by the engine's ShardSpec (expected_shard). Float32 tolerances: the parallel run
+/// sums the same terms in another order (docs/tolerances.md). AdamW divides by √v + eps: a gradient that
+/// is zero analytically (the key bias: softmax ignores a constant added to every score) carries ~1e-10
+/// rounding noise that the update scales up to ~lr·noise/eps ≈ 1e-5, so parameters use atol 2e-5.
+inline void expect_step_equals_reference(model::ParallelGPT& gpt, reference::GPT& ref, float loss,
+                                         float ref_loss, const Tensor& ref_logits, ParallelState& ps, int dp,
+                                         int64_t b_local) {
+  const GPTConfig& c = gpt.config();
+  const int tp = ps.tp_size();
+  if (dp == 1)
+    expect(std::fabs(loss - ref_loss) <= 1e-5 + 1e-5 * std::fabs(ref_loss),
+           "loss " + std::to_string(loss) + " != reference " + std::to_string(ref_loss));
+  // Logits: this rank's vocabulary columns of its data-parallel rows.
+  const Tensor local = gpt.logits_local();
+  const int64_t vl = local.size(2), v0 = ps.tp_rank() * vl,
+                real = std::max<int64_t>(0, std::min(vl, c.vocab - v0));
+  const Tensor ref_rows = ref_logits.slice0(ps.dp_rank() * b_local, (ps.dp_rank() + 1) * b_local);
+  expect_close(local.narrow_copy(2, 0, real), ref_rows.narrow_copy(2, v0, real), 1e-4, 1e-5, "logits");
+  gpt.backward();
+  const auto ref_grads = model::fused_model_parameters(c, ref.grads());
+  for (const auto& [name, g] : gpt.grads())
+    expect_close(g, expected_shard(ref_grads.at(name), gpt.shard_spec(name), ps.tp_rank(), tp), 1e-3, 2e-6,
+                 "grad " + name);
+  const ops::AdamWConfig adam;
+  ref.step(adam);
+  gpt.step(adam);
+  const auto ref_params = model::fused_model_parameters(c, ref.params());
+  for (const auto& [name, p] : gpt.params()) {
+    const model::ShardSpec& spec = gpt.shard_spec(name);
+    const Tensor want = expected_shard(ref_params.at(name), spec, ps.tp_rank(), tp);
+    int64_t rows = p.size(0);  // padded vocabulary rows have no reference counterpart
+    if (spec.placement == Placement::Shard(0) && spec.global_shape[0] != ref_params.at(name).size(0))
+      rows = std::clamp<int64_t>(c.vocab - ps.tp_rank() * p.size(0), 0, p.size(0));
+    expect_close(p.slice0(0, rows), want.slice0(0, rows), 1e-4, 2e-5, "param after AdamW " + name);
+  }
 }
 
 }  // namespace tpsp::testing
