@@ -167,68 +167,28 @@ class GPT:
                 offset += p.numel()
 
 
-class StepGemms:
+def step_gemms(a, gen):
     """Every GEMM of one step with its shapes, alone: per layer forward / dgrad / wgrad of qkv, proj,
     fc1, fc2 and attention's six batched products [b, heads/tp, s, d]; the output layer's three."""
-
-    def __init__(self, a, gen):
-        n, h, t, f = a.seq * a.batch, a.hidden, a.tp, 4 * a.hidden
-        r = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
-        self.linears = []
-        for _ in range(a.layers):
-            for i, o in ((h, 3 * h // t), (h // t, h), (h, f // t), (f // t, h)):
-                self.linears.append((r(n, i), r(o, i), r(n, o), torch.zeros(o, i)))
-        self.linears.append((r(n, h), r(a.vocab // t, h), r(n, a.vocab // t), torch.zeros(a.vocab // t, h)))
-        bh, s, d = (a.batch, a.heads // t), a.seq, a.hidden // a.heads
-        self.attn = [r(*bh, s, d) for _ in range(4)] + [r(*bh, s, s) for _ in range(2)]  # q k v dO, P dS
-        self.layers = a.layers
-
-    def run(self):
-        with torch.no_grad():
-            for x, w, dy, dw in self.linears:
-                torch.matmul(x, w.t())
-                dy.matmul(w)
-                dw.addmm_(dy.t(), x)
-            q, k, v, dout, p, ds = self.attn
-            for _ in range(self.layers):
-                torch.matmul(q, k.transpose(-1, -2))
-                torch.matmul(p, v)
-                torch.matmul(p.transpose(-1, -2), dout)
-                torch.matmul(dout, v.transpose(-1, -2))
-                torch.matmul(ds, k)
-                torch.matmul(ds.transpose(-1, -2), q)
+    n, h, t, f = a.seq * a.batch, a.hidden, a.tp, 4 * a.hidden
+    r = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
+    linears = []
+    for _ in range(a.layers):
+        for i, o in ((h, 3 * h // t), (h // t, h), (h, f // t), (f // t, h)):
+            linears.append((r(n, i), r(o, i), r(n, o), torch.zeros(o, i)))
+    linears.append((r(n, h), r(a.vocab // t, h), r(n, a.vocab // t), torch.zeros(a.vocab // t, h)))
+    bh, s, d = (a.batch, a.heads // t), a.seq, a.hidden // a.heads
+    attn = [r(*bh, s, d) for _ in range(4)] + [r(*bh, s, s) for _ in range(2)]  # q k v dO, P dS
+    return pc.StepGemms(linears, attn, a.layers)
 
 
 def rank_main(rank, world, a):
     """One TP rank: builds its shards, times the steps and the GEMMs alone; rank 0 prints RESULT."""
     gen = torch.Generator().manual_seed(a.seed)
     model = GPT(a, rank, gen)
-    opt = torch.optim.AdamW(model.params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-    ids = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
-    targets = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
-    gemms = StepGemms(a, gen)
-    losses = []
-
-    def step():
-        for p in model.params:
-            p.main_grad.zero_()
-        loss = model.loss(ids, targets)
-        loss.backward()
-        model.finalize_grads()
-        for p in model.params:
-            p.grad = p.main_grad  # the optimizer reads main_grad (Megatron's main-grad copy is a view)
-        opt.step()
-        for p in model.params:
-            p.grad = None
-        losses.append(loss.item())
-
-    t_step, t_gemm = pc.time_alternating(a.warmup, a.steps, step, gemms.run if a.gemm else None)
-    if rank == 0:
-        fields = {"impl": "torch", "tp": a.tp, "sp": int(a.sp), "layers": a.layers, "h": a.hidden,
-                  "heads": a.heads, "s": a.seq, "b": a.batch, "V": a.vocab, "steps": a.steps,
-                  "blas_threads": torch.get_num_threads(), "loss0": losses[0]}
-        fields.update(pc.timing_fields(t_step, t_gemm))
-        pc.result_line("gpt", fields)
+    fields = {"impl": "torch", "tp": a.tp, "sp": int(a.sp), "layers": a.layers, "h": a.hidden, "heads": a.heads,
+              "s": a.seq, "b": a.batch, "V": a.vocab, "steps": a.steps}
+    pc.time_model_steps(rank, a, model, gen, lambda: step_gemms(a, gen), "gpt", fields)
 
 
 def main():

@@ -194,3 +194,61 @@ def result_line(bench, fields):
 def median(v):
     """The median of a list of numbers (the mean of the middle two for an even count)."""
     return statistics.median(v)
+
+
+# ---- one training step of a whole model, timed against its GEMMs alone (gpt_step.py, llama_step.py)
+
+class StepGemms:
+    """Every GEMM of one step alone: `linears` (x [n, in], w [out, in], dy [n, out], dw [out, in]) each run
+    forward / dgrad / wgrad, then per layer attention's six batched products on
+    attn = [q, k, v, dO ([b, heads/tp, s, d]), P, dS ([b, heads/tp, s, s])]."""
+
+    def __init__(self, linears, attn, layers):
+        self.linears, self.attn, self.layers = linears, attn, layers
+
+    def run(self):
+        with torch.no_grad():
+            for x, w, dy, dw in self.linears:
+                torch.matmul(x, w.t())
+                dy.matmul(w)
+                dw.addmm_(dy.t(), x)
+            q, k, v, dout, p, ds = self.attn
+            for _ in range(self.layers):
+                torch.matmul(q, k.transpose(-1, -2))
+                torch.matmul(p, v)
+                torch.matmul(p.transpose(-1, -2), dout)
+                torch.matmul(dout, v.transpose(-1, -2))
+                torch.matmul(ds, k)
+                torch.matmul(ds.transpose(-1, -2), q)
+
+
+def time_model_steps(rank, a, model, gen, make_gemms, bench, fields):
+    """Times a.steps training steps of `model` (params with main_grad, loss(ids, targets),
+    finalize_grads()) on one batch drawn from gen — main_grad zeroed, forward, backward, the gradient
+    sums, torch.optim.AdamW (lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, the engine's
+    defaults) reading main_grad — alternating with make_gemms()'s run() unless a.gemm is off; rank 0
+    prints `RESULT <bench>` with `fields`, blas_threads, loss0 and the timings."""
+    opt = torch.optim.AdamW(model.params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    ids = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
+    targets = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
+    gemms = make_gemms()
+    losses = []
+
+    def step():
+        for p in model.params:
+            p.main_grad.zero_()
+        loss = model.loss(ids, targets)
+        loss.backward()
+        model.finalize_grads()
+        for p in model.params:
+            p.grad = p.main_grad  # the optimizer reads main_grad (Megatron's main-grad copy is a view)
+        opt.step()
+        for p in model.params:
+            p.grad = None
+        losses.append(loss.item())
+
+    t_step, t_gemm = time_alternating(a.warmup, a.steps, step, gemms.run if a.gemm else None)
+    if rank == 0:
+        out = dict(fields, blas_threads=torch.get_num_threads(), loss0=losses[0])
+        out.update(timing_fields(t_step, t_gemm))
+        result_line(bench, out)
