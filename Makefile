@@ -59,7 +59,8 @@ bench-grade: build
 ## make docs: every figure of the lessons, into docs/lessons/figures/ (needs /usr/bin/python3 with
 ## python3-matplotlib): lesson 03's activation memory per rank and one layer's communication bytes
 ## against tp, SP on and off (tpsp-capacity → tools/plot_capacity.py); the shard layouts of one layer's
-## weights and activations at tp=2 (tpsp-shards → tools/plot_shards.py); and the timelines of make timeline.
+## weights and activations at tp=2 and of the Llama block at tp=4 with 2 key/value groups (tpsp-shards →
+## tools/plot_shards.py); and the timelines of make timeline.
 FIGURES ?= docs/lessons/figures
 docs: timeline
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-capacity tpsp-shards -- --no-print-directory

@@ -107,18 +107,78 @@ std::string misplaced_pieces(const Tensor& got, const Tensor& want, int n, doubl
   return "";
 }
 
+/// A shard whose values are the whole tensor's, cut at the wrong place: the same piece on every rank
+/// (no per-rank offset), another rank's piece (order, or the wrong rank → group map), or for a strided
+/// placement one contiguous chunk of the fused dim (rank r must hold its chunk of every block); "" else.
+std::string wrong_shard(const Tensor& got, const Tensor& whole, const std::vector<Tensor>& all_got, int rank,
+                        const Diagnosis& dg) {
+  const Placement& p = dg.placement;
+  const int n = static_cast<int>(all_got.size());
+  const auto close = [&](const Tensor& t) { return all_close(got, t, dg.rtol, dg.atol); };
+  // "chunk 1 of dim 0" for a plain shard, the ranges otherwise ("rows [2, 4) and [10, 12) of dim 0").
+  const auto piece = [&](int k) {
+    return p.stride == 1 && p.groups == 0 ? fmt::format("chunk {} of dim {}", k, p.dim)
+                                          : shard_range_str(p, whole.shape(), k, n);
+  };
+  if (p.stride > 1)
+    for (int k = 0; k < n; ++k)
+      if (const Placement plain = Placement::Shard(p.dim); close(shard_of(whole, plain, k, n))) {
+        const int64_t block = whole.size(p.dim) / p.stride,
+                      start = shard_ranges(plain, whole.shape(), k, n)[0].first;
+        const int64_t stop = start + got.size(p.dim);
+        const std::string blocks =
+            (stop - 1) / block == start / block
+                ? fmt::format("all inside block {} of {}", start / block, p.stride)
+                : fmt::format("blocks {}-{} of {}", start / block, (stop - 1) / block, p.stride);
+        const std::string swiglu = p.stride != 2 ? ""
+                                   : (stop - 1) / block != start / block
+                                       ? " (for SwiGLU's fused [W_gate; W_up]: gate and up rows mixed)"
+                                   : start < block ? " (for SwiGLU's fused [W_gate; W_up]: gate rows only)"
+                                                   : " (for SwiGLU's fused [W_gate; W_up]: up rows only)";
+        return fmt::format(
+            "rank {} holds {}: one contiguous chunk of the fused dim, {}{}; with stride {} the dim is {} "
+            "blocks "
+            "and rank r holds chunk r of each — rank {} must hold {}",
+            rank, shard_range_str(plain, whole.shape(), k, n), blocks, swiglu, p.stride, p.stride, rank,
+            piece(rank));
+      }
+  if (p.shards(n) > 1 && same_on_every_rank(all_got, dg.rtol, dg.atol)) {
+    std::string which;
+    for (int k = 0; k < n && which.empty(); ++k)
+      if (close(shard_of(whole, p, k, n))) which = " (" + piece(k) + ")";
+    return fmt::format(
+        "every rank holds the same shard{}: nothing in it depends on the rank, but rank {} must "
+        "hold {} — a per-rank offset is missing",
+        which, rank, piece(rank));
+  }
+  for (int k = 0; k < n; ++k) {
+    if (p.shard_index(k, n) == p.shard_index(rank, n) || !close(shard_of(whole, p, k, n))) continue;
+    if (p.groups == 0)
+      return fmt::format("rank {} holds {}: shards in the wrong order (rank r must hold chunk r)", rank,
+                         piece(k));
+    const int per = n / p.groups, g = p.shard_index(k, n);
+    return fmt::format(
+        "rank {} holds group {}'s chunk ({}) but is in group {} = r / (tp / groups) = {} / {}: the {} ranks "
+        "of a group are consecutive{} — {}",
+        rank, g, piece(k), rank / per, rank, per, per,
+        g == rank % p.groups ? fmt::format(" (group {} = r % groups maps rank {} the wrong way)", g, rank)
+                             : "",
+        fmt::format("rank {} must hold {}", rank, piece(rank)));
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
                      const std::vector<Tensor>& all_got, int rank, const Diagnosis& dg) {
   const int n = static_cast<int>(all_got.size());
   const double rtol = dg.rtol, atol = dg.atol;
-  const int split_dim = dg.placement.is_shard() ? dg.placement.dim : -1;
   if (got.shape() != want.shape()) {
     if (got.shape() == whole.shape() && dg.placement.is_shard())
       return "this rank returned the whole tensor " + shape_str(got.shape()) +
-             " where it should hold only its shard " + shape_str(want.shape()) + " (chunk " +
-             std::to_string(rank) + " of dim " + std::to_string(split_dim) + ")";
+             " where it should hold only its shard " + shape_str(want.shape()) + " (" +
+             shard_range_str(dg.placement, whole.shape(), rank, n) + ")";
     if (dg.placement.is_replicate() && got.dim() >= 1 && got.dim() == want.dim()) {
       Shape rows = got.shape(), last = got.shape();
       rows[0] *= n, last.back() *= n;
@@ -198,21 +258,8 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
              "rank, so the all-reduce that sums them is missing (g in forward, or f in backward)";
     if (std::string moved = misplaced_pieces(got, want, n, rtol, atol); !moved.empty()) return moved;
   }
-  if (n > 1 && dg.placement.is_shard()) {
-    if (same_on_every_rank(all_got, rtol, atol)) {
-      std::string which;
-      for (int k = 0; k < n && which.empty(); ++k)
-        if (all_close(got, chunk(whole, split_dim, k, n), rtol, atol))
-          which = " (chunk " + std::to_string(k) + " of dim " + std::to_string(split_dim) + ")";
-      return "every rank holds the same shard" + which +
-             ": nothing in it depends on the rank, but rank r must hold chunk r of dim " +
-             std::to_string(split_dim) + " — a per-rank offset is missing";
-    }
-    for (int k = 0; k < n; ++k)
-      if (k != rank && all_close(got, chunk(whole, split_dim, k, n), rtol, atol))
-        return "rank " + std::to_string(rank) + " holds chunk " + std::to_string(k) + " of dim " +
-               std::to_string(split_dim) + ": shards in the wrong order (rank r must hold chunk r)";
-  }
+  if (n > 1 && dg.placement.is_shard())
+    if (std::string wrong = wrong_shard(got, whole, all_got, rank, dg); !wrong.empty()) return wrong;
   if (got.dim() >= 2) {
     const int64_t a = got.size(-2), b = got.size(-1);
     if (a != b || a > 1) {

@@ -30,7 +30,9 @@ struct Diagnosis {
 /// same vector (a bias counted the wrong number of times); only this rank's own rows filled and
 /// the rest zero (scatter's backward padded instead of gathered); one rank's partial sum (an
 /// all-reduce missing), also with a bias counted per rank; the right pieces in the wrong places;
-/// the same shard on every rank (a per-rank offset missing); shards in the wrong order; transposed.
+/// the same shard on every rank (a per-rank offset missing); shards in the wrong order; under a strided
+/// placement, one contiguous chunk of the fused dim ("gate rows only"); over groups, another group's
+/// chunk (a rank → group map of r % groups instead of r / (tp / groups)); transposed.
 std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
                      const std::vector<Tensor>& all_got, int rank, const Diagnosis& d);
 

@@ -15,6 +15,7 @@
 #include "checkers/grader/hints.h"
 #include "checkers/grader/witness_judge.h"
 #include "checkers/inputs.h"
+#include "engine/error.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
 #include "engine/ops/elementwise.h"
@@ -81,14 +82,6 @@ std::string call_key(const std::string& op, const std::string& group, int64_t di
   key += " on group " + group;
   if (op == "all_gather" || op == "reduce_scatter") key += " along dim " + std::to_string(dim);
   return key;
-}
-
-/// Where a rank's shard sits in the whole tensor: "rows [12, 24) of dim 0", "indices [6, 12) of dim 2".
-std::string shard_range(const Placement& p, const Shape& whole, int rank, int tp) {
-  if (!p.is_shard()) return p.str();
-  const int64_t c = whole[static_cast<std::size_t>(p.dim)] / tp;
-  return fmt::format("{} [{}, {}) of dim {}", p.dim == 0 ? "rows" : "indices", rank * c, (rank + 1) * c,
-                     p.dim);
 }
 
 /// A rank of the run: "rank 1", or "rank 1 of replica 1 (world rank 3)" when dp > 1.
@@ -269,18 +262,21 @@ std::string compare_output(const std::string& name, const Expected& spec, const 
   const Tensor& whole = spec.whole;
   const Tensor& got = all_got[static_cast<std::size_t>(rank)];
   const double atol = spec.atol >= 0 ? spec.atol : tol.atol_rel * std::max(1e-6, max_abs(whole));
-  const bool shard = spec.placement.is_shard();
-  const std::string where = shard_range(spec.placement, whole.shape(), rank, tp);
-  if (shard && whole.size(spec.placement.dim) % tp != 0)
-    return fmt::format("{}: the expected whole {} cannot be split {} ways along dim {} (a checker bug)", name,
-                       shape_str(whole.shape()), tp, spec.placement.dim);
-  Tensor want = shard ? chunk(whole, spec.placement.dim, rank, tp) : whole;
+  const Placement& placement = spec.placement;
+  try {
+    check_placement(placement, whole.shape(), tp);
+  } catch (const ShapeError& e) {
+    return fmt::format("{}: the expected whole {} cannot be laid out {} over tp={}: {} (a checker bug)", name,
+                       shape_str(whole.shape()), placement.code(), tp, e.what());
+  }
+  const std::string where = shard_range_str(placement, whole.shape(), rank, tp);
+  Tensor want = placement.is_shard() ? shard_of(whole, placement, rank, tp) : whole;
   Tensor g = got;
   const Diagnosis diag{spec.placement, spec.passes, tol.rtol, atol};
   if (g.shape() != want.shape())
     return fmt::format("{} on rank {} ({}): {}", name, rank, where,
                        diagnose(g, want, whole, all_got, rank, diag));
-  if (shard && spec.placement.dim == 0 && spec.real_rows >= 0) {
+  if (placement == Placement::Shard(0) && spec.real_rows >= 0) {
     // Padded vocabulary: compare only the rows of this shard that exist in the real vocabulary.
     const int64_t per = want.size(0), real = std::clamp<int64_t>(spec.real_rows - rank * per, 0, per);
     want = want.slice0(0, real).clone(), g = got.slice0(0, real).clone();
@@ -297,9 +293,8 @@ std::string compare_output(const std::string& name, const Expected& spec, const 
   }
   if (bad == 0) return "";
   // Global index of the worst element: the local index shifted by the shard's offset.
-  std::vector<int64_t> idx = unflatten(worst, g.shape());
-  if (shard)
-    idx[static_cast<std::size_t>(spec.placement.dim)] += rank * (whole.size(spec.placement.dim) / tp);
+  const std::vector<int64_t> idx =
+      global_index(unflatten(worst, g.shape()), placement, whole.shape(), rank, tp);
   // An output with a stated meaning (a 0/1 flag, a byte count) is explained by it, not by a signature.
   const std::string hint = spec.meaning.empty() ? diagnose(g, want, whole, all_got, rank, diag) : "";
   return fmt::format(

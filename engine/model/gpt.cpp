@@ -88,7 +88,8 @@ void ParallelGPT::init_parameters() {
     return draw(name, spec.global_shape);
   };
   for (const auto& [name, spec] : specs_) {
-    const Tensor shard = shard_of(whole_of(name, spec), spec, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
+    const Tensor shard =
+        shard_of(whole_of(name, spec), spec.placement, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
     if (opt_.param_dtype == DType::f32) {
       params_[name] = shard;
     } else {

@@ -171,7 +171,7 @@ std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tens
       llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.groups(), cfg.ffn, cfg.qk_layernorm, p, false);
   std::map<std::string, Tensor> out;
   for (const auto& [name, whole] : fuse_llama_layer(W, cfg, p))
-    out[name] = shard_of(whole, specs.at(name), r, tp);
+    out[name] = shard_of(whole, specs.at(name).placement, r, tp);
   return out;
 }
 

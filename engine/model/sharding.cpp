@@ -11,11 +11,11 @@ std::map<std::string, ShardSpec> llama_layer_shard_specs(int64_t h, int64_t head
       {p + "self_attention.linear_qkv.weight", {{groups * (heads / groups + 2) * d, h}, Placement::Shard(0)}},
       {p + "self_attention.linear_proj.weight", {{h, heads * d}, Placement::Shard(1)}},
       {p + "pre_mlp_layernorm.weight", {{h}, Placement::Replicate(), sp}},
-      {p + "mlp.linear_fc1.weight", {{2 * ffn, h}, Placement::Shard(0), false, 2}},
+      {p + "mlp.linear_fc1.weight", {{2 * ffn, h}, Placement::Shard(0, 2)}},
       {p + "mlp.linear_fc2.weight", {{h, ffn}, Placement::Shard(1)}}};
   if (qk_layernorm)
     for (const char* n : {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"})
-      specs[p + n] = {{d}, Placement::Replicate(), false, 1, true};
+      specs[p + n] = {{d}, Placement::Replicate(), false, true};
   return specs;
 }
 
@@ -50,28 +50,6 @@ std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, b
     specs[name] = s;
   }
   return specs;
-}
-
-Tensor shard_of(const Tensor& whole, const ShardSpec& spec, int rank, int tp) {
-  if (!spec.placement.is_shard()) return whole.clone();
-  const int d = spec.placement.dim;
-  const int64_t block = whole.size(d) / spec.stride, chunk = block / tp;
-  if (spec.stride == 1) return whole.narrow_copy(d, rank * chunk, chunk);
-  std::vector<Tensor> parts;
-  for (int k = 0; k < spec.stride; ++k)
-    parts.push_back(whole.narrow_copy(d, k * block + rank * chunk, chunk));
-  return cat(parts, d);
-}
-
-Tensor whole_of_gathered(const Tensor& gathered, const ShardSpec& spec, int tp) {
-  if (!spec.placement.is_shard() || spec.stride == 1) return gathered;
-  const int d = spec.placement.dim;
-  const int64_t chunk = gathered.size(d) / (tp * spec.stride);  // one rank's piece of one block
-  std::vector<Tensor> parts;
-  for (int k = 0; k < spec.stride; ++k)
-    for (int r = 0; r < tp; ++r)
-      parts.push_back(gathered.narrow_copy(d, (r * spec.stride + k) * chunk, chunk));
-  return cat(parts, d);
 }
 
 }  // namespace tpsp::model

@@ -180,7 +180,7 @@ void check_bf16_layer(int tp, bool sp) {
       if (name.rfind("decoder.layers.0.", 0) != 0) continue;
       Tensor whole(spec.global_shape);
       random::init_normal(whole, 5, name, 0.2f);
-      params[name] = model::shard_of(whole, spec, ps.tp_rank(), tp).to(DType::bf16);
+      params[name] = shard_of(whole, spec.placement, ps.tp_rank(), tp).to(DType::bf16);
       grads[name] = Tensor(params[name].shape());
     }
     model::TransformerLayer layer(cap.gpt, 0, params, grads, sp);

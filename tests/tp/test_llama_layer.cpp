@@ -179,20 +179,3 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(cfg.validate(3),
                        doctest::Contains("fused QKV weight's 32 rows are not divisible by tp=3"), ShapeError);
 }
-
-TEST_CASE(
-    "sharding: whole_of_gathered puts the rank-order gather of shard_of's pieces back, stride 1 and 2") {
-  const Tensor w = test::rand_tensor({24, 5}, 61);
-  for (const int stride : {1, 2})
-    for (const int tp : {1, 2, 3, 4}) {
-      CAPTURE(stride);
-      CAPTURE(tp);
-      const model::ShardSpec spec{{24, 5}, Placement::Shard(0), false, stride};
-      std::vector<Tensor> pieces;
-      for (int r = 0; r < tp; ++r) pieces.push_back(model::shard_of(w, spec, r, tp));
-      const Tensor back = model::whole_of_gathered(cat(pieces, 0), spec, tp);
-      REQUIRE(back.shape() == w.shape());
-      for (int64_t i = 0; i < w.numel(); ++i) CHECK(back.at(i) == w.at(i));
-      if (stride == 2 && tp == 2) CHECK(pieces[0].at({6, 0}) == w.at({12, 0}));  // rank 0: gate_0 then up_0
-    }
-}

@@ -45,7 +45,7 @@ inline Tensor expected_shard(const Tensor& ref_whole, const model::ShardSpec& sp
   std::copy(ref_whole.data(),
             ref_whole.data() + rows * (ref_whole.numel() / std::max<int64_t>(ref_whole.size(0), 1)),
             whole.data());
-  return model::shard_of(whole, spec, rank, tp);
+  return shard_of(whole, spec.placement, rank, tp);
 }
 
 /// A deterministic batch [b, s] of ids in [0, vocab); targets include two ignored (−100) positions.

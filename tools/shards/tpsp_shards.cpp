@@ -2,12 +2,15 @@
 // rank holds, as JSON (tools/shards/layout.h; drawn by tools/plot_shards.py for lessons 01–03):
 //   tpsp-shards --tp 2                 the lessons' small layer (h=8, 4 heads, ffn=32, s=8, b=1)
 //   tpsp-shards --tp 4 --sp --hidden 16 --heads 4 --seq 8
+//   tpsp-shards --tp 4 --model llama --query-groups 2   the Llama block: fused fc1 with stride 2, k and v
+//                                                       sharded over 2 groups of 2 ranks
 // Exit status 0, or 2 with a message naming the rule for sizes the engine refuses.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 
 #include "engine/error.h"
+#include "engine/model/config.h"
 #include "tools/shards/layout.h"
 
 int main(int argc, char** argv) {
@@ -24,7 +27,22 @@ int main(int argc, char** argv) {
   app.add_option("--batch", cfg.batch, "micro-batch size b")->capture_default_str();
   app.add_option("--tp", cfg.tp, "tensor-parallel size")->capture_default_str();
   app.add_flag("--sp,!--no-sp", cfg.sequence_parallel, "sequence parallelism");
+  std::string model = "gpt";
+  app.add_option("--model", model, "gpt: the GPT-2 block; llama: RMSNorm, fused SwiGLU fc1, GQA, RoPE")
+      ->check(CLI::IsMember({"gpt", "llama"}))
+      ->capture_default_str();
+  int64_t groups = 0;
+  app.add_option("--query-groups", groups, "key/value groups of the Llama block (0 = heads)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (model == "llama") {
+    const tpsp::GPTConfig g = cfg.gpt;
+    cfg.gpt = tpsp::llama_config(g.vocab, g.seq, g.hidden, g.heads, groups, 1, g.ffn);
+  } else if (groups != 0) {
+    std::fprintf(stderr, "tpsp-shards: --query-groups needs --model llama\n");
+    return 2;
+  }
   try {
     std::cout << tpsp::shards::to_json(cfg, tpsp::shards::layer_layout(cfg)).dump(1) << "\n";
   } catch (const tpsp::ShapeError& e) {

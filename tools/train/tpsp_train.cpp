@@ -98,8 +98,8 @@ int run(const train::TrainOptions& o, const std::string& out_dir) {
     for (const auto& [name, shard] : gpt.params()) {
       const model::ShardSpec& spec = gpt.shard_spec(name);
       Tensor whole = spec.placement.is_shard()
-                         ? model::whole_of_gathered(
-                               ps.tp().all_gather(shard, spec.placement.dim, {"gather_params"}), spec, o.tp)
+                         ? whole_of_gathered(ps.tp().all_gather(shard, spec.placement.dim, {"gather_params"}),
+                                             spec.placement, o.tp)
                          : shard;
       if (whole.size(0) > o.gpt.vocab && spec.global_shape[0] == gpt.padded_vocab() &&
           spec.placement == Placement::Shard(0))
