@@ -29,6 +29,8 @@ void check_placement(const Placement& p, const Shape& shape, int tp) {
   TPSP_CHECK(p.stride >= 1, p.code(), ": stride=", p.stride, " must be at least 1");
   TPSP_CHECK(p.groups >= 0 && (p.groups == 0 || tp % p.groups == 0), p.code(), ": tp=", tp,
              " is not divisible by groups=", p.groups);
+  TPSP_CHECK(p.stride == 1 || p.groups == 0, "stride=", p.stride, " and groups=", p.groups,
+             ": a strided shard over groups is not a layout the engine has");
   const int64_t size = shape[static_cast<std::size_t>(p.dim)];
   TPSP_CHECK(size % (int64_t{p.stride} * p.shards(tp)) == 0, "dim ", p.dim, " of ", shape_str(shape), " (",
              size, ") is not divisible by stride ", p.stride, " × ", p.groups > 0 ? "groups " : "tp ",
@@ -69,8 +71,9 @@ Tensor shard_of(const Tensor& whole, const Placement& p, int rank, int tp) {
 
 Tensor whole_of_gathered(const Tensor& gathered, const Placement& p, int tp) {
   if (!p.is_shard() || (p.stride == 1 && p.groups == 0)) return gathered;
-  check_placement(Placement::Shard(p.dim, p.stride), gathered.shape(), tp);
-  const int64_t chunk = gathered.size(p.dim) / (int64_t{tp} * p.stride);  // one rank's piece of one block
+  check_placement(Placement::Shard(p.dim, p.stride), gathered.shape(), tp);  // tp pieces were gathered
+  check_placement(p, gathered.shape(), tp);                                  // and the groups divide tp
+  const int64_t chunk = gathered.size(p.dim) / (int64_t{tp} * p.stride);     // one rank's piece of one block
   std::vector<Tensor> parts;
   for (int k = 0; k < p.stride; ++k)
     for (int j = 0; j < p.shards(tp); ++j) {

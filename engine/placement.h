@@ -45,7 +45,7 @@ struct Placement {
   /// How many different shards tp ranks hold: tp, or `groups`.
   int shards(int tp) const { return groups > 0 ? groups : tp; }
   /// Which of them rank `rank` holds: the rank, or its group rank / (tp / groups).
-  int shard_index(int rank, int tp) const { return groups > 0 ? rank / (tp / groups) : rank; }
+  int shard_index(int rank, int tp) const { return groups > 0 && groups <= tp ? rank / (tp / groups) : rank; }
   /// "replicated", "partial sum", "sharded on dim 2", "sharded on dim 0 with stride 2",
   /// "sharded on dim 2 over 2 groups (replicated within a group)".
   std::string str() const;

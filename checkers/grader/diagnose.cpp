@@ -132,9 +132,9 @@ std::string wrong_shard(const Tensor& got, const Tensor& whole, const std::vecto
                 : fmt::format("blocks {}-{} of {}", start / block, (stop - 1) / block, p.stride);
         const std::string swiglu = p.stride != 2 ? ""
                                    : (stop - 1) / block != start / block
-                                       ? " (for SwiGLU's fused [W_gate; W_up]: gate and up rows mixed)"
-                                   : start < block ? " (for SwiGLU's fused [W_gate; W_up]: gate rows only)"
-                                                   : " (for SwiGLU's fused [W_gate; W_up]: up rows only)";
+                                       ? " (for SwiGLU's fused [gate; up]: gate and up mixed)"
+                                   : start < block ? " (for SwiGLU's fused [gate; up]: gate only)"
+                                                   : " (for SwiGLU's fused [gate; up]: up only)";
         return fmt::format(
             "rank {} holds {}: one contiguous chunk of the fused dim, {}{}; with stride {} the dim is {} "
             "blocks "
@@ -153,10 +153,10 @@ std::string wrong_shard(const Tensor& got, const Tensor& whole, const std::vecto
   }
   for (int k = 0; k < n; ++k) {
     if (p.shard_index(k, n) == p.shard_index(rank, n) || !close(shard_of(whole, p, k, n))) continue;
-    if (p.groups == 0)
-      return fmt::format("rank {} holds {}: shards in the wrong order (rank r must hold chunk r)", rank,
-                         piece(k));
-    const int per = n / p.groups, g = p.shard_index(k, n);
+    const int per = p.groups > 0 ? n / p.groups : 1, g = p.shard_index(k, n);
+    if (per == 1)
+      return fmt::format("rank {} holds {}: shards in the wrong order (rank r must hold chunk r{})", rank,
+                         piece(k), p.stride > 1 ? " of each block" : "");
     return fmt::format(
         "rank {} holds group {}'s chunk ({}) but is in group {} = r / (tp / groups) = {} / {}: the {} ranks "
         "of a group are consecutive{} — {}",

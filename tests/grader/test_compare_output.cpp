@@ -52,7 +52,7 @@ TEST_CASE("grader: a strided shard passes as Megatron lays it out and names a co
     const std::string p =
         first_problem(e, every_rank(tp, [&](int r) { return shard_of(whole, Placement::Shard(0), r, tp); }));
     CHECK_MESSAGE(p.find("one contiguous chunk of the fused dim") != std::string::npos, p);
-    CHECK_MESSAGE(p.find("gate rows only") != std::string::npos, p);
+    CHECK_MESSAGE(p.find("gate only") != std::string::npos, p);
   }
   // tp = 2, rank 0: it must hold rows [0, 4) and [8, 12); the contiguous split gives it rows [0, 8).
   const std::string p =
