@@ -2,9 +2,10 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+NOGLOO_BUILD ?= build-nogloo
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan demo bench bench-grade docs timeline release format clean
+.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan test-nogloo demo bench bench-grade docs timeline release format clean
 
 all: build
 
@@ -21,8 +22,9 @@ build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPSP_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 
-## make test: build plain and ASan+UBSan configurations and run every test in both.
-test: test-plain test-asan
+## make test: build plain and ASan+UBSan configurations and run every test in both; then the build
+## without Gloo (test-nogloo).
+test: test-plain test-asan test-nogloo
 
 ## A learner copy (make release) ships no tests/: say so instead of passing on nothing.
 full-repo:
@@ -33,6 +35,14 @@ test-plain: full-repo build
 
 test-asan: full-repo build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+## make test-nogloo: a build configured without Gloo (-DTPSP_WITH_GLOO=OFF, in $(NOGLOO_BUILD)), where
+## tpsp-run, tpsp-train and the demo carry the ranks through the relay: no binary may reference Gloo,
+## and the demo must print MATCH (tools/test_nogloo.sh).
+test-nogloo: full-repo deps
+	cmake -S . -B $(NOGLOO_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSP_WITH_GLOO=OFF $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(NOGLOO_BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run -- --no-print-directory
+	tools/test_nogloo.sh $(NOGLOO_BUILD)
 
 ## make demo: build, then train the TP+SP GPT and the single-process reference on Genesis and compare.
 ## DEVICE=cuda trains the parallel run on the GPU (a build where nvcc is found; the ranks share one GPU

@@ -14,7 +14,10 @@ set(TPSP_KIT_DIR ${CMAKE_BINARY_DIR}/grade-kit)
 set_target_properties(tpsp_grade_kit PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${TPSP_KIT_DIR}/lib)
 # Submissions compile like a learner copy's lab files, without -Werror (a warning is not a wrong answer).
 set(kit_flags -std=c++20 -O2 -g1 -DNDEBUG -DFMT_SHARED -Wall -Wextra -Wno-unused-parameter)
-set(kit_libs ${BLAS_LIBRARIES} $<TARGET_FILE:gloo> $<TARGET_FILE:fmt::fmt>)
+set(kit_libs ${BLAS_LIBRARIES} $<TARGET_FILE:fmt::fmt>)
+if(TPSP_WITH_GLOO)
+  list(INSERT kit_libs 1 $<TARGET_FILE:gloo>)
+endif()
 list(JOIN kit_flags "\", \"" kit_flags_json)
 list(JOIN kit_libs "\", \"" kit_libs_json)
 file(GENERATE OUTPUT ${TPSP_KIT_DIR}/kit.json

@@ -25,10 +25,10 @@
 #include <optional>
 
 #include "checkers/grader/witness_judge.h"
-#include "checkers/grader/witness_relay.h"
-#include "tools/tpsp_run/env.h"
-#include "tools/tpsp_run/launcher.h"
-#include "tools/tpsp_run/report.h"
+#include "launch/env.h"
+#include "launch/launcher.h"
+#include "launch/relay_process.h"
+#include "launch/report.h"
 
 namespace fs = std::filesystem;
 
@@ -131,68 +131,6 @@ void confine_launches(const run::Confinement& limits) {
   require_witness();
 }
 
-namespace {
-
-/// The witness relay of one launch: a socket pair per rank, the relay in a child of the grader
-/// (witness_relay.h) holding one end of each, the ranks' ends to be handed over as their fd 3.
-struct WitnessRelay {
-  pid_t pid = -1;
-  std::vector<int> rank_ends;
-
-  /// Starts the relay writing `log`; false (nothing started) when a socket pair or the fork fails.
-  bool start(int world, const std::string& log) {
-    std::vector<int> relay_ends;
-    for (int r = 0; r < world; ++r) {
-      int sv[2];
-      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return close_all(relay_ends);
-      relay_ends.push_back(sv[0]);
-      rank_ends.push_back(sv[1]);
-    }
-    std::fflush(nullptr);
-    pid = ::fork();
-    if (pid == 0) {
-      for (int fd : rank_ends) ::close(fd);
-      serve_witness_relay(relay_ends, log);
-      ::_exit(0);
-    }
-    for (int fd : relay_ends) ::close(fd);
-    return pid > 0 || close_all({});
-  }
-
-  /// The grader's copies of the ranks' ends, once the launcher holds them.
-  void release_rank_ends() {
-    for (int fd : rank_ends) ::close(fd);
-    rank_ends.clear();
-  }
-
-  /// After the launch: the relay ends by itself once every rank's socket is closed; one that something
-  /// left running still holds is stopped after a second (every call the ranks made is in its log by then:
-  /// a line is written before the call is carried).
-  void finish() {
-    release_rank_ends();
-    for (int i = 0; pid > 0 && i < 100; ++i) {
-      int st = 0;
-      if (::waitpid(pid, &st, WNOHANG) == pid) return;
-      ::usleep(10000);
-    }
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      int st = 0;
-      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-      }
-    }
-  }
-
- private:
-  bool close_all(const std::vector<int>& more) {
-    for (int fd : more) ::close(fd);
-    release_rank_ends();
-    return false;
-  }
-};
-
-}  // namespace
-
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
               const run::Confinement* confine, const std::string& relay_log,
@@ -216,7 +154,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   // child (the program's own are, by -z now): 5 % of ./check --all --solution's wall (0.92–0.95, farm-bench,
   // 3 pairs). Not for the CUDA build, whose libraries (cuBLAS, NCCL) hold far more symbols than a check uses.
   if (g_device != "cuda" && !run::env_nonempty("LD_BIND_NOW")) set["LD_BIND_NOW"] = "1";
-  WitnessRelay relay;
+  run::RelayProcess relay;
   if (!relay_log.empty()) {
     set["TPSP_RELAY_FD"] = "3";
     // A witness's log must hold only the calls the ranks' code made; the relay compares the calls itself.
@@ -247,8 +185,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
       ::close(log);
       return 1;
     }
-    for (int r = 0; r < world; ++r)
-      spec.ranks[static_cast<std::size_t>(r)].pass_fd = relay.rank_ends[static_cast<std::size_t>(r)];
+    for (int r = 0; r < world; ++r) spec.ranks[static_cast<std::size_t>(r)].pass_fd = relay.rank_end(r);
   }
   std::fflush(nullptr);  // the child must not inherit unwritten output
   const pid_t pid = ::fork();

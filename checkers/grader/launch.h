@@ -8,7 +8,7 @@
 
 #include "checkers/grader/grade.h"
 #include "checkers/scenario.h"
-#include "tools/tpsp_run/launcher.h"
+#include "launch/launcher.h"
 
 namespace tpsp::checkers {
 
@@ -17,11 +17,11 @@ namespace tpsp::checkers {
 /// they cannot signal, trace or inspect each other), under `limits`' rlimits, in fresh mount, network
 /// and IPC namespaces of the launcher (a private /tmp and /dev/shm, no network interface up); each rank
 /// writes only its own DIR/rank<w>/ (0700; DIR stays root's), and the ranks are connected only through
-/// a witness relay whose log judges their records (witness_relay.h, witness_judge.h). The grader must run
+/// a witness relay whose log judges their records (launch/relay_server.h, witness_judge.h). The grader must run
 /// as root. Without a call nothing is confined.
 void confine_launches(const run::Confinement& limits);
 
-/// Whether later unconfined launches connect their ranks through a relay in the checker (witness_relay.h,
+/// Whether later unconfined launches connect their ranks through a relay in the checker (launch/relay_server.h,
 /// with fingerprints on; no log is judged) instead of Gloo over loopback TCP. A relay's rendezvous is one
 /// message per rank where Gloo's is a file store and a full mesh of TCP connections per run, which is most
 /// of a small run's cost. Confined launches always use the relay, as the witness.
@@ -44,7 +44,7 @@ struct PlannedRun {
 /// Runs the `world` ranks of `argv` as processes and returns the launcher's exit code (0, a failed
 /// rank's code or 128+signal, 124 past `budget` seconds, 1 when a rank could not be started, 128+signal
 /// when the launcher was interrupted): what `tpsp-run -n <world> --timeout <budget> --tail 12 -- argv`
-/// does, with tpsp-run's own code (tools/tpsp_run: run_job, the environment, the summary) in a forked
+/// does, with tpsp-run's own code (launch/: run_job, the environment, the summary) in a forked
 /// child instead of an executed one, which saves an exec and a dynamic link per run and keeps
 /// everything else: the launcher is its own process, forwards a Ctrl-C to the ranks and ends with the
 /// job, while ./check sees the Ctrl-C itself (a rank that exits 130 is just a failed run). Each rank
@@ -54,7 +54,7 @@ struct PlannedRun {
 /// was), then SIGKILL. Its output lines and the launcher's summary go to `log_path`.
 /// With `confine` (a confined launch), the ranks run under it, `store` is given to its uid and the
 /// launcher first enters its own namespaces (confine_launches).
-/// With a `relay_log`, the ranks' only transport is a relay (witness_relay.h) writing that file; each
+/// With a `relay_log`, the ranks' only transport is a relay (launch/relay_server.h) writing that file; each
 /// rank gets its socket as fd 3 (TPSP_RELAY_FD=3). A confined launch also turns fingerprints off (its log
 /// must hold only the code's own calls; the relay compares the ranks' calls itself) and leaves the
 /// network down. Each rank of a confined launch also gets namespaces of its own (launcher.h

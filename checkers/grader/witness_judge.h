@@ -1,5 +1,5 @@
 // Judging a confined launch's communication records against the witness relay's log
-// (witness_relay.h): every call a rank's result.json lists must be one the relay carried for that rank,
+// (launch/relay_server.h): every call a rank's result.json lists must be one the relay carried for that rank,
 // with the same op, byte count, reduction and peer, in the same order per group, and the relay must
 // have carried nothing the record leaves out (issue 13: a record written by the rank's own code).
 #pragma once

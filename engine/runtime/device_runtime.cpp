@@ -124,8 +124,12 @@ DeviceChoice device_from_env() {
   return parse_device(env_or("TPSP_DEVICE", "cpu"));
 }
 
+const char* default_backend() {
+  return TPSP_WITH_GLOO ? "gloo" : "relay";
+}
+
 std::string backend_from_env() {
-  return env_or("TPSP_BACKEND", "gloo");
+  return env_or("TPSP_BACKEND", default_backend());
 }
 
 bool gpu_backend_built() {
@@ -188,7 +192,12 @@ std::shared_ptr<comm::ProcessGroup> init_world(DeviceChoice d, const std::string
                "graded runs use the relay, staged through host memory");
     return nccl_world_from_env(o);
   }
-  TPSP_CHECK(backend == "gloo", "backend '", backend, "' is not one of gloo, nccl");
+  TPSP_CHECK(backend == "gloo" || backend == "relay", "backend '", backend,
+             "' is not one of gloo, relay, nccl");
+  TPSP_CHECK(
+      backend != "relay" || std::getenv("TPSP_RELAY_FD") != nullptr,
+      "--backend relay: TPSP_RELAY_FD is not set; start the ranks with tpsp-run --backend relay, which "
+      "hands each rank the relay's socket");
   switch (d) {
     case DeviceChoice::cpu:
       return comm::init_from_env(o);

@@ -10,6 +10,9 @@
 //                          ("CUDA over Gloo", engine/comm/cuda/host_staged_backend.h), so several ranks
 //                          can share one GPU. Under ./check and ./grade the checker's relay replaces
 //                          Gloo (engine/comm/env.h), staged the same way.
+//           relay          every byte through tpsp-run's relay process (tpsp-run --backend relay, which
+//                          hands each rank its socket as TPSP_RELAY_FD): a build without Gloo, or a
+//                          machine whose Gloo transport does not work; staged like gloo
 //           nccl           NCCL, one communicator per group, one GPU per rank (--device cuda only)
 #pragma once
 
@@ -29,8 +32,11 @@ const char* device_choice_name(DeviceChoice d);
 DeviceChoice parse_device(const std::string& name);
 /// TPSP_DEVICE (./check passes --device to its rank programs this way); unset or empty: cpu.
 DeviceChoice device_from_env();
-/// TPSP_BACKEND; unset or empty: "gloo".
+/// TPSP_BACKEND; unset or empty: default_backend().
 std::string backend_from_env();
+
+/// "gloo" in a build with Gloo, else "relay" (TPSP_WITH_GLOO=OFF).
+const char* default_backend();
 
 /// True when this program links the GPU backend (its -cuda build, where nvcc was found), and NCCL.
 bool gpu_backend_built();
@@ -44,8 +50,9 @@ bool nccl_built();
 /// (naming CUDA's reason); cuda-emulated after cuda in one process (or the reverse) is one too.
 Device activate(DeviceChoice d);
 
-/// The world group for `d` and `backend` ("gloo" or "nccl"), with options from the environment
-/// (comm::options_from_env), after activate(d). ShapeError for an unknown backend, nccl without
+/// The world group for `d` and `backend` ("gloo", "relay" or "nccl"), with options from the environment
+/// (comm::options_from_env), after activate(d). ShapeError for an unknown backend, relay without
+/// TPSP_RELAY_FD ("start the ranks with tpsp-run --backend relay"), nccl without
 /// --device cuda ("nccl moves GPU memory only"), nccl in a build without NCCL, and nccl under the
 /// grader's witness relay (TPSP_RELAY_FD: every byte must pass the witness); otherwise the errors of
 /// comm::init_from_env and of the NCCL rendezvous (CommError naming NCCL's words).

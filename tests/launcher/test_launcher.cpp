@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "env.h"
+#include "launch/env.h"
 #include "subprocess.h"
 
 using namespace tpsp::test;

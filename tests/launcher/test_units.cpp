@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "env.h"
-#include "output.h"
-#include "store_dir.h"
+#include "launch/env.h"
+#include "launch/output.h"
+#include "launch/store_dir.h"
 
 using namespace tpsp::run;
 
@@ -96,8 +96,9 @@ TEST_CASE("unit: with a byte bound the relay cuts a rank's output once and keeps
     relay.limit_bytes_per_rank(40);  // "[rank 0] " is 9 bytes: two 10-byte lines fit (2 x 20), not three
     for (int i = 0; i < 5; ++i) relay.feed(0, Stream::kOut, "0123456789\n");
     relay.feed(1, Stream::kOut, "other\n");
-    CHECK(read_available(out[0]) == "[rank 0] 0123456789\n[rank 0] 0123456789\n"
-                                    "[rank 0] (output cut here: over 40 bytes)\n[rank 1] other\n");
+    CHECK(read_available(out[0]) ==
+          "[rank 0] 0123456789\n[rank 0] 0123456789\n"
+          "[rank 0] (output cut here: over 40 bytes)\n[rank 1] other\n");
     CHECK(relay.line_count(0) == 5);
     CHECK(relay.tail(0).back().text == "0123456789");
   }

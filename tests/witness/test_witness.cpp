@@ -1,4 +1,4 @@
-// The witness relay (checkers/grader/witness_relay.h) and its judge (witness_judge.h): forked ranks
+// The witness relay (launch/relay_server.h) and its judge (witness_judge.h): forked ranks
 // talking through RelayBackend get the same results as over Gloo (small integers: exact in any order),
 // every call is in the relay's log with its bytes, mismatched calls fail on every rank, and the judge
 // names a record that differs from what the relay carried (issue 13's in-process forgery).
@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "checkers/grader/witness_judge.h"
-#include "checkers/grader/witness_relay.h"
 #include "engine/comm/comm_error.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/relay/relay_backend.h"
+#include "launch/relay_server.h"
 #include "tests/support/ranks.h"
 
 using namespace tpsp;
@@ -50,7 +50,7 @@ struct RelayFixture {
     REQUIRE(pid >= 0);
     if (pid == 0) {
       for (int fd : rank_fds) ::close(fd);
-      checkers::serve_witness_relay(relay_fds, dir + "/relay.jsonl");
+      run::serve_relay(relay_fds, dir + "/relay.jsonl");
       std::_Exit(0);
     }
     for (int fd : relay_fds) ::close(fd);

@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
     // 2. The parallel run, as separate processes through the launcher.
     const fs::path bin = self_dir();
     const std::string cmd =
-        fmt::format("'{}' -n {} --timeout 600 -- '{}' {} --out '{}'", (bin / "tpsp-run").string(),
-                    o.tp * o.dp, (bin / (o.device == "cuda" ? "tpsp-train-cuda" : "tpsp-train")).string(),
+        fmt::format("'{}' -n {} --timeout 600{} -- '{}' {} --out '{}'", (bin / "tpsp-run").string(),
+                    o.tp * o.dp, o.backend == "relay" ? " --backend relay" : "",
+                    (bin / (o.device == "cuda" ? "tpsp-train-cuda" : "tpsp-train")).string(),
                     train::train_options_flags(o), out_dir);
     fmt::print("running (the lab code: {}): {}\n", TPSP_LAB_CODE, cmd);
     std::fflush(stdout);

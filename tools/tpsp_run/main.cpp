@@ -2,26 +2,38 @@
 // of a Slurm step (Slurm mode), sets the rank environment, relays output with rank prefixes and exits
 // with a code that says how the job ended. See --help, and launcher.h / env.h for the details.
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "env.h"
-#include "launcher.h"
-#include "output.h"
-#include "report.h"
-#include "store_dir.h"
+#include "launch/env.h"
+#include "launch/launcher.h"
+#include "launch/output.h"
+#include "launch/relay_process.h"
+#include "launch/report.h"
+#include "launch/store_dir.h"
 
 namespace {
 
 using namespace tpsp::run;
 
 constexpr int kUsageError = 2;
+
+// The transport when --backend is not given: Gloo where the build has it, else the relay.
+#if defined(TPSP_WITH_GLOO) && TPSP_WITH_GLOO
+constexpr const char* kDefaultBackend = "gloo";
+#else
+constexpr const char* kDefaultBackend = "relay";
+#endif
 
 // Everything the command line says.
 struct Options {
@@ -34,6 +46,7 @@ struct Options {
   bool no_file_store = false;
   double grace_s = 2.0;
   bool verbose = false;
+  std::string backend = kDefaultBackend;
   std::vector<std::string> command;
 };
 
@@ -85,6 +98,12 @@ int parse_command_line(int argc, char** argv, Options* opts) {
   app.add_option("--grace", opts->grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
   app.add_flag("-v,--verbose", opts->verbose, "report the plan and each rank's start and end on stderr");
+  app.add_option("--backend", opts->backend,
+                 "how the ranks reach each other: gloo (TCP between the ranks, a rendezvous in the store "
+                 "directory) or relay (local mode: every byte through a relay process of tpsp-run's, over a "
+                 "socket each rank gets as descriptor 3 with TPSP_RELAY_FD=3; no Gloo needed)")
+      ->check(CLI::IsMember({"gloo", "relay"}))
+      ->capture_default_str();
   app.footer(
       "When a rank ends, anything it left running in its process group is killed; when one fails, the\n"
       "others get SIGTERM, then SIGKILL after --grace seconds, and its last --tail lines are printed.");
@@ -122,6 +141,10 @@ int parse_command_line(int argc, char** argv, Options* opts) {
     }
     opts->slurm = true;
   }
+  if (opts->backend == "relay" && opts->slurm)
+    return usage_error("--backend relay serves the ranks of one machine: local mode (-n N) only");
+  if (opts->backend == "relay" && opts->no_file_store)
+    return usage_error("--backend relay needs no store: drop --no-file-store");
   return -1;
 }
 
@@ -149,11 +172,50 @@ int run_and_report(const JobSpec& spec, const std::string& failure_note = "") {
   return exit_code(outcome);
 }
 
+pid_t g_launcher = -1;  // the launcher child of run_through_relay, which gets the signals tpsp-run gets
+
+extern "C" void forward_signal(int sig) {
+  if (g_launcher > 0) ::kill(g_launcher, sig);
+}
+
+// --backend relay: the relay in one child (RelayProcess), the job in another that runs run_and_report,
+// as ./check's launches do; this process forwards SIGINT, SIGTERM and SIGHUP to the launcher child and
+// exits with its code. The launcher must not be the relay's parent: it kills every child of its own that
+// is not a rank once the job ends (strays.h).
+int run_through_relay(JobSpec spec) {
+  RelayProcess relay;
+  if (!relay.start(static_cast<int>(spec.ranks.size()), "")) {
+    write_all(2, fmt::format("tpsp-run: error: cannot start the relay: {}\n", std::strerror(errno)));
+    return 1;
+  }
+  for (RankSpec& r : spec.ranks) {
+    r.pass_fd = relay.rank_end(r.rank);
+    r.env.push_back("TPSP_RELAY_FD=3");
+  }
+  std::fflush(nullptr);
+  g_launcher = ::fork();
+  if (g_launcher == 0) ::_exit(run_and_report(spec));
+  relay.release_rank_ends();
+  if (g_launcher < 0) {
+    write_all(2, fmt::format("tpsp-run: error: cannot start the launcher: {}\n", std::strerror(errno)));
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  int st = 0;
+  while (::waitpid(g_launcher, &st, 0) < 0 && errno == EINTR) {
+  }
+  relay.finish();
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 // Local mode: N processes on this machine, one fresh store directory removed at the end.
 int run_local(const Options& opts) {
   const int n = *opts.nproc;
   std::string store_dir;
-  if (!opts.no_file_store) {
+  const bool relay = opts.backend == "relay";
+  if (!opts.no_file_store && !relay) {
     std::string error;
     const auto dir = make_private_store_dir(&error);
     if (!dir) {
@@ -177,7 +239,7 @@ int run_local(const Options& opts) {
                                               {"WORLD_SIZE", std::to_string(n)},
                                               {"LOCAL_RANK", std::to_string(rank)},
                                               {"LOCAL_WORLD_SIZE", std::to_string(n)}};
-    std::vector<std::string> unset;
+    std::vector<std::string> unset{"TPSP_RELAY_FD"};  // only the relay's own descriptor, never inherited
     if (store_dir.empty()) {
       unset.push_back("TPSP_STORE_DIR");
     } else {
@@ -188,10 +250,14 @@ int run_local(const Options& opts) {
   }
   if (opts.verbose) {
     write_all(
-        2, fmt::format("tpsp-run: {} rank(s) of '{}', store {}, OPENBLAS_NUM_THREADS={} ({} cpus)\n", n,
-                       opts.command.front(), store_dir.empty() ? "TCP (MASTER_ADDR:MASTER_PORT)" : store_dir,
+        2, fmt::format("tpsp-run: {} rank(s) of '{}', {}, OPENBLAS_NUM_THREADS={} ({} cpus)\n", n,
+                       opts.command.front(),
+                       relay               ? std::string("through the relay (fd 3)")
+                       : store_dir.empty() ? std::string("store TCP (MASTER_ADDR:MASTER_PORT)")
+                                           : "store " + store_dir,
                        blas ? std::to_string(*blas) : get_env("OPENBLAS_NUM_THREADS").value_or("?"), cpus));
   }
+  if (relay) return run_through_relay(std::move(spec));
   const int code = run_and_report(spec);
   remove_tree(store_dir);
   return code;

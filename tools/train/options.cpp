@@ -28,9 +28,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "cuda-emulated (the GPU code paths in host memory, on the CPU)")
       ->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated"}));
   app.add_option("--backend", o.backend,
-                 "how ranks talk: gloo (device tensors staged through host memory; ranks may share a GPU) "
-                 "or nccl (--device cuda, one GPU per rank)")
-      ->check(CLI::IsMember({"gloo", "nccl"}));
+                 "how ranks talk: gloo (device tensors staged through host memory; ranks may share a GPU), "
+                 "relay (through tpsp-run --backend relay's relay process, staged the same way; no Gloo "
+                 "needed) or nccl (--device cuda, one GPU per rank)")
+      ->check(CLI::IsMember({"gloo", "relay", "nccl"}))
+      ->capture_default_str();
   app.add_option("--text", o.text, "training text (bytes)")->check(CLI::ExistingFile)->capture_default_str();
   app.add_option("--batch", o.batch, "global batch size b")->check(CLI::PositiveNumber);
   app.add_option("--seq", o.gpt.seq, "sequence length s")->check(CLI::PositiveNumber);
@@ -75,8 +77,7 @@ std::string train_options_flags(const TrainOptions& o) {
          (o.tp_comm_overlap ? " --tp-comm-overlap" : "") +
          (o.model == "gpt" ? ""
                            : fmt::format(" --model {} --query-groups {}", o.model, o.gpt.num_query_groups)) +
-         (o.device == "cpu" ? "" : " --device " + o.device) +
-         (o.backend == "gloo" ? "" : " --backend " + o.backend);
+         (o.device == "cpu" ? "" : " --device " + o.device) + " --backend " + o.backend;
 }
 
 }  // namespace tpsp::train

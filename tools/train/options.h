@@ -28,9 +28,10 @@ struct TrainOptions {
   /// small all-gather per call, 7–11% of a step on 2 cores. Off by default in training; ./check and
   /// the tests always have it on.
   bool check_collectives = false;
-  /// --device cpu | cuda | cuda-emulated and --backend gloo | nccl (engine/runtime/device_runtime.h).
+  /// --device cpu | cuda | cuda-emulated and --backend gloo | relay | nccl (engine/runtime/device_runtime.h;
+  /// the default: gloo, or relay in a build without Gloo).
   std::string device = "cpu";
-  std::string backend = "gloo";
+  std::string backend = TPSP_WITH_GLOO ? "gloo" : "relay";
   ops::AdamWConfig adamw{.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.01f};
 };
 

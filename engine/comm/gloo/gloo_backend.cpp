@@ -177,9 +177,6 @@ class GlooP2P final : public PendingP2P {
 
 }  // namespace
 
-PendingP2P::~PendingP2P() = default;
-Backend::~Backend() = default;
-
 std::unique_ptr<GlooBackend> GlooBackend::connect_world(int rank, int size,
                                                         std::shared_ptr<gloo::rendezvous::Store> store,
                                                         std::shared_ptr<gloo::transport::Device> device,

@@ -1,5 +1,5 @@
 // The witness relay's wire format: how a rank's RelayBackend (relay_backend.h) asks the grader's relay
-// (checkers/grader/witness_relay.h) to run a call, and how the relay answers. Each message is one
+// (launch/relay_server.h) to run a call, and how the relay answers. Each message is one
 // Frame followed by `bytes` payload bytes, over one AF_UNIX stream socket per rank that the launcher
 // hands to the rank as file descriptor 3 (TPSP_RELAY_FD).
 //

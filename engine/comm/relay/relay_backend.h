@@ -1,5 +1,5 @@
 // RelayBackend: the transport of a rank under ./grade. Every call is sent to the grader's witness relay
-// (checkers/grader/witness_relay.h) over one socket (protocol.h), which moves the bytes between the
+// (launch/relay_server.h) over one socket (protocol.h), which moves the bytes between the
 // ranks itself and writes each call down where the rank cannot reach it, so the grader can compare the
 // rank's own Recorder with what really crossed (issue 13: a record forged in the rank's memory no
 // longer passes). Slower than Gloo (every byte goes through one process); never used outside grading.

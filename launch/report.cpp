@@ -1,5 +1,5 @@
 // tpsp-run: the end-of-job summary and exit code (see report.h).
-#include "report.h"
+#include "launch/report.h"
 
 #include <fmt/format.h>
 

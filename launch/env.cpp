@@ -1,5 +1,5 @@
 // tpsp-run: rank environment values (see env.h).
-#include "env.h"
+#include "launch/env.h"
 
 #include <sched.h>
 #include <unistd.h>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "output.h"
+#include "launch/output.h"
 
 namespace tpsp::run {
 

@@ -1,19 +1,20 @@
-// The witness relay: under ./grade (confined launches) the ranks' only transport. It moves every byte
-// between the ranks itself (engine/comm/relay/protocol.h; the ranks' side is RelayBackend) and writes
-// each request down as it arrives, in a file the ranks cannot reach, so that the grader compares each
-// rank's own record of its calls with what really crossed (witness_judge.h). A record forged in the
-// rank's memory (a recorder switched off, fields written through `#define private public`, calls made
-// on the backend directly) then no longer matches (issue 13).
+// The relay: a star-topology transport in one process that moves every byte between the ranks itself
+// (engine/comm/relay/protocol.h; the ranks' side is RelayBackend). Two uses: under ./grade the witness
+// relay, which also writes each request down as it arrives, in a file the ranks cannot reach, so that the
+// grader compares each rank's own record of its calls with what really crossed (checkers/grader/
+// witness_judge.h: a record forged in the rank's memory no longer matches); and `tpsp-run --backend
+// relay`, a transport for any rank program on a build or a machine without Gloo (slower: every byte goes
+// through one process).
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace tpsp::checkers {
+namespace tpsp::run {
 
 /// Serves the ranks of one launch: fds[w] is world rank w's end of its socket (the rank holds the
-/// other end as descriptor 3). Returns when every socket is closed. Writes one JSON object per line to
-/// `log_path` (created or truncated), before it acts on the request:
+/// other end as descriptor 3). Returns when every socket is closed. With a `log_path` (empty: no log),
+/// writes one JSON object per line to it (created or truncated, mode 0600), before it acts on the request:
 ///   {"ctx", "rank", "kind": "hello" | "collective" | "send" | "recv" | "new_group", "group", "group_rank",
 ///    "group_size", "op", "tag", "bytes", "reduce", "arg"}
 /// ctx: the index of the world (one per init_from_env of every rank: a batch's k-th scenario is ctx k);
@@ -24,6 +25,6 @@ namespace tpsp::checkers {
 /// collectives under one tag) are answered with an error on every rank of the call, in the words of the
 /// ProcessGroup's fingerprint check ("collective mismatch in group tp: ...").
 /// Never throws: a log that cannot be written ends the relay (the grader then finds no witness).
-void serve_witness_relay(const std::vector<int>& fds, const std::string& log_path);
+void serve_relay(const std::vector<int>& fds, const std::string& log_path);
 
-}  // namespace tpsp::checkers
+}  // namespace tpsp::run

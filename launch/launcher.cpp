@@ -1,5 +1,5 @@
 // tpsp-run: process management (see launcher.h).
-#include "launcher.h"
+#include "launch/launcher.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "strays.h"
+#include "launch/strays.h"
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif

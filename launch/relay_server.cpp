@@ -1,7 +1,7 @@
-// The witness relay (witness_relay.h): one poll() loop over the ranks' sockets; requests are matched by
+// The relay (relay_server.h): one poll() loop over the ranks' sockets; requests are matched by
 // (group, tag) for collectives, by (group, ordinal) for hellos and new_group, and in FIFO order per
 // (group, source, destination) for point-to-point.
-#include "checkers/grader/witness_relay.h"
+#include "launch/relay_server.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,8 +19,9 @@
 
 #include "engine/comm/op.h"
 #include "engine/comm/relay/protocol.h"
+#include "launch/relay_arithmetic.h"
 
-namespace tpsp::checkers {
+namespace tpsp::run {
 
 namespace {
 
@@ -30,7 +31,6 @@ using comm::relay::Frame;
 using comm::relay::Kind;
 using comm::relay::Status;
 using nlohmann::json;
-using Bytes = std::vector<unsigned char>;
 
 struct Request {
   int rank = 0;  // world rank
@@ -197,6 +197,7 @@ class Relay {
   /// Appends one line; false once the log is full (the last line then says so) or cannot be written.
   bool log(const json& line) {
     if (full_) return false;
+    if (!log_) return true;  // tpsp-run --backend relay: a transport, no witness
     // Group names and phases come from the ranks' code: any bytes, replaced where not UTF-8.
     std::string s = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     if (logged_ + s.size() > kMaxLog) {
@@ -385,74 +386,15 @@ class Relay {
         return;
       }
     }
-    const auto bad = [&](const std::string& why) {
-      for (const Request& e : all)
-        error(e, fmt::format("{} in group {}: {}", comm::op_name(op), g.name, why));
-    };
-    const std::size_t bytes = a.f.bytes;
-    switch (op) {
-      case OpKind::all_reduce: {
-        if (bytes % 4) return bad("a float32 buffer of a byte count not divisible by 4");
-        Bytes sum = reduce(all, 0, bytes, static_cast<ReduceOp>(a.f.reduce));
-        for (const Request& r : all) reply(r, Status::ok, sum.data(), bytes);
-        return;
-      }
-      case OpKind::reduce_scatter: {
-        if (bytes % (4 * n)) return bad("an input not divisible into float32 chunks, one per rank");
-        const std::size_t chunk = bytes / n;
-        for (std::size_t i = 0; i < n; ++i) {
-          Bytes part = reduce(all, i * chunk, chunk, static_cast<ReduceOp>(a.f.reduce));
-          reply(all[i], Status::ok, part.data(), chunk);
-        }
-        return;
-      }
-      case OpKind::all_gather: {
-        Bytes out;
-        for (const Request& r : all) out.insert(out.end(), r.payload.begin(), r.payload.end());
-        for (const Request& r : all) reply(r, Status::ok, out.data(), out.size());
-        return;
-      }
-      case OpKind::all_to_all: {
-        if (bytes % n) return bad("an input not divisible into one chunk per rank");
-        const std::size_t chunk = bytes / n;
-        for (std::size_t j = 0; j < n; ++j) {
-          Bytes out;
-          for (const Request& r : all)
-            out.insert(out.end(), r.payload.begin() + static_cast<std::ptrdiff_t>(j * chunk),
-                       r.payload.begin() + static_cast<std::ptrdiff_t>((j + 1) * chunk));
-          reply(all[j], Status::ok, out.data(), out.size());
-        }
-        return;
-      }
-      case OpKind::broadcast: {
-        if (a.f.arg < 0 || a.f.arg >= static_cast<int>(n)) return bad("a root outside the group");
-        const Bytes& data = all[static_cast<std::size_t>(a.f.arg)].payload;
-        for (const Request& r : all) reply(r, Status::ok, data.data(), data.size());
-        return;
-      }
-      case OpKind::barrier:
-        for (const Request& r : all) reply(r, Status::ok, nullptr, 0);
-        return;
-      default:
-        return bad("not a collective");
+    std::vector<const Bytes*> inputs;
+    for (const Request& r : all) inputs.push_back(&r.payload);
+    const CollectiveResult res = carry_collective(op, static_cast<ReduceOp>(a.f.reduce), a.f.arg, inputs);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!res.error.empty())
+        error(all[i], fmt::format("{} in group {}: {}", comm::op_name(op), g.name, res.error));
+      else
+        reply(all[i], Status::ok, res.out[i]->data(), res.out[i]->size());
     }
-  }
-
-  /// Element-wise reduction of float32 bytes [off, off+len) of every request's payload.
-  static Bytes reduce(const std::vector<Request>& all, std::size_t off, std::size_t len, ReduceOp op) {
-    std::vector<float> acc(len / 4);
-    std::memcpy(acc.data(), all[0].payload.data() + off, len);
-    for (std::size_t i = 1; i < all.size(); ++i) {
-      const auto* v = reinterpret_cast<const unsigned char*>(all[i].payload.data() + off);
-      for (std::size_t k = 0; k < acc.size(); ++k) {
-        float x;
-        std::memcpy(&x, v + 4 * k, 4);
-        acc[k] = op == ReduceOp::sum ? acc[k] + x : std::max(acc[k], x);
-      }
-    }
-    Bytes out(len);
-    std::memcpy(out.data(), acc.data(), len);
-    return out;
   }
 
   // ---- point-to-point ---------------------------------------------------------------------------
@@ -494,7 +436,8 @@ class Relay {
 
 }  // namespace
 
-void serve_witness_relay(const std::vector<int>& fds, const std::string& log_path) {
+void serve_relay(const std::vector<int>& fds, const std::string& log_path) {
+  if (log_path.empty()) return Relay(fds, nullptr).run();
   const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // root's alone
   std::FILE* log = fd < 0 ? nullptr : ::fdopen(fd, "w");
   if (!log) {
@@ -505,4 +448,4 @@ void serve_witness_relay(const std::vector<int>& fds, const std::string& log_pat
   std::fclose(log);
 }
 
-}  // namespace tpsp::checkers
+}  // namespace tpsp::run

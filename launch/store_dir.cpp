@@ -1,5 +1,5 @@
 // tpsp-run: FileStore rendezvous directories (see store_dir.h).
-#include "store_dir.h"
+#include "launch/store_dir.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // tpsp-run: killing orphans adopted by the launcher (see strays.h).
-#include "strays.h"
+#include "launch/strays.h"
 
 #include <signal.h>
 #include <sys/wait.h>

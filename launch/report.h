@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "launcher.h"
-#include "output.h"
+#include "launch/launcher.h"
+#include "launch/output.h"
 
 namespace tpsp::run {
 

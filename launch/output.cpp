@@ -1,5 +1,5 @@
 // tpsp-run: the line relay (see output.h).
-#include "output.h"
+#include "launch/output.h"
 
 #include <poll.h>
 #include <unistd.h>

@@ -1,0 +1,79 @@
+#include "launch/relay_arithmetic.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tpsp::run {
+
+namespace {
+
+using comm::OpKind;
+using comm::ReduceOp;
+
+/// Element-wise reduction of float32 bytes [off, off + len) of every input, in rank order.
+Bytes reduce(const std::vector<const Bytes*>& in, std::size_t off, std::size_t len, ReduceOp op) {
+  std::vector<float> acc(len / 4);
+  std::memcpy(acc.data(), in[0]->data() + off, len);
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    const unsigned char* v = in[i]->data() + off;
+    for (std::size_t k = 0; k < acc.size(); ++k) {
+      float x;
+      std::memcpy(&x, v + 4 * k, 4);
+      acc[k] = op == ReduceOp::sum ? acc[k] + x : std::max(acc[k], x);
+    }
+  }
+  Bytes out(len);
+  std::memcpy(out.data(), acc.data(), len);
+  return out;
+}
+
+CollectiveResult to_every_rank(Bytes bytes, std::size_t n) {
+  const auto shared = std::make_shared<const Bytes>(std::move(bytes));
+  return {"", std::vector<std::shared_ptr<const Bytes>>(n, shared)};
+}
+
+}  // namespace
+
+CollectiveResult carry_collective(OpKind op, ReduceOp reduce_op, int root,
+                                  const std::vector<const Bytes*>& in) {
+  const std::size_t n = in.size();
+  if (n == 0) return {"no inputs", {}};
+  const std::size_t bytes = in[0]->size();
+  CollectiveResult res;
+  switch (op) {
+    case OpKind::all_reduce:
+      if (bytes % 4) return {"a float32 buffer of a byte count not divisible by 4", {}};
+      return to_every_rank(reduce(in, 0, bytes, reduce_op), n);
+    case OpKind::reduce_scatter:
+      if (bytes % (4 * n)) return {"an input not divisible into float32 chunks, one per rank", {}};
+      for (std::size_t i = 0; i < n; ++i)
+        res.out.push_back(std::make_shared<const Bytes>(reduce(in, i * (bytes / n), bytes / n, reduce_op)));
+      return res;
+    case OpKind::all_gather: {
+      Bytes out;
+      for (const Bytes* b : in) out.insert(out.end(), b->begin(), b->end());
+      return to_every_rank(std::move(out), n);
+    }
+    case OpKind::all_to_all: {
+      if (bytes % n) return {"an input not divisible into one chunk per rank", {}};
+      const auto chunk = static_cast<std::ptrdiff_t>(bytes / n);
+      for (std::size_t j = 0; j < n; ++j) {
+        Bytes out;
+        for (const Bytes* b : in)
+          out.insert(out.end(), b->begin() + static_cast<std::ptrdiff_t>(j) * chunk,
+                     b->begin() + static_cast<std::ptrdiff_t>(j + 1) * chunk);
+        res.out.push_back(std::make_shared<const Bytes>(std::move(out)));
+      }
+      return res;
+    }
+    case OpKind::broadcast:
+      if (root < 0 || root >= static_cast<int>(n)) return {"a root outside the group", {}};
+      return to_every_rank(*in[static_cast<std::size_t>(root)], n);
+    case OpKind::barrier:
+      return to_every_rank({}, n);
+    default:
+      return {"not a collective", {}};
+  }
+}
+
+}  // namespace tpsp::run
