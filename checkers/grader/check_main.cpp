@@ -48,7 +48,7 @@ struct Options {
   bool hint = false;                    // --hint: print a task's hint instead of checking
   std::vector<std::string> hint_words;  // its NAME (may be several words: --hint f forward)
   double timeout = 0;                   // 0: each scenario's own budget
-  long confine_uid = -1;                // ./grade: confined ranks (launch.h confine_launches)
+  long confine_uid = -1;                // ./grade: confined ranks (launch.h LaunchSettings::confine)
   double rank_memory_mib = 4096, rank_cpu_s = 120, rank_file_mib = 64, rank_procs = 256;
   uint64_t seed = 0;
 };
@@ -376,22 +376,23 @@ int interrupted(const std::string& work) {
   return 130;
 }
 
-/// Runs `plan` in batches of the runs that share a layout (launch_runs, under
-/// WORK/batch-<lab>-dp<d>-tp<t>[-sp<s>]/) and returns, per run, whether its batch ended ok on every rank (its
-/// dumps are then there to grade). A batch of one is left to be run on its own. Stops early after a
-/// Ctrl-C (g_interrupted).
-/// SP on and off share a launch, except when launches are confined (./grade): the ranks of one launch
-/// share their uids, so a scenario's SP run could read the same scenario's non-SP dumps, whose shards
-/// are its answer (tests/grade/class/ATTACKS.md (e)).
-std::vector<bool> run_batches(const std::string& lab, const std::string& bin,
-                              const std::vector<PlannedRun>& plan, uint64_t seed, const std::string& work,
-                              bool confined) {
+/// Runs `plan` in batches of the runs that share a layout (RunLauncher::launch_runs, under
+/// WORK/batch-<lab>-dp<d>-tp<t>[-sp<s>]/) and returns, per run whose batch ended ok on every rank (its
+/// dumps are then there to grade), its record (with the witness's verdict when confined); nullopt else. A
+/// batch of one is left to be run on its own. Stops early after a Ctrl-C (g_interrupted). SP on and off share
+/// a launch, except when launches are confined (./grade): the ranks of one launch share their uids, so a
+/// scenario's SP run could read the same scenario's non-SP dumps, whose shards are its answer
+/// (tests/grade/class/ATTACKS.md (e)).
+std::vector<std::optional<RunRecord>> run_batches(const std::string& lab, const std::string& bin,
+                                                  const std::vector<PlannedRun>& plan, uint64_t seed,
+                                                  const std::string& work, RunLauncher& launcher) {
+  const bool confined = launcher.settings().confine.has_value();
   std::map<std::tuple<int, int, int>, std::vector<std::size_t>> batches;
   for (std::size_t i = 0; i < plan.size(); ++i) {
     const int sp_key = confined ? (plan[i].sp ? 1 : 0) : -1;  // -1: one batch for both
     batches[{plan[i].layout.dp, plan[i].layout.tp, sp_key}].push_back(i);
   }
-  std::vector<bool> ok(plan.size(), false);
+  std::vector<std::optional<RunRecord>> ok(plan.size());
   for (const auto& [key, members] : batches) {
     if (members.size() < 2 || g_interrupted) continue;
     std::vector<const PlannedRun*> runs;
@@ -400,8 +401,12 @@ std::vector<bool> run_batches(const std::string& lab, const std::string& bin,
     const std::string scratch = fmt::format("{}/batch-{}-dp{}-tp{}{}", work, lab, dp, tp,
                                             sp_key < 0 ? "" : fmt::format("-sp{}", sp_key));
     fs::create_directories(scratch);
-    if (launch_runs(bin, runs, seed, batch_budget(runs), scratch) == 0)
-      for (std::size_t i : members) ok[i] = true;
+    const LaunchOutcome out = launcher.launch_runs(bin, runs, seed, batch_budget(runs), scratch);
+    if (out.code != 0) continue;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      ok[members[k]] = RunRecord{plan[members[k]].dir, 0, ""};
+      if (confined) ok[members[k]]->witness = out.witness.at(k);
+    }
   }
   return ok;
 }
@@ -462,8 +467,10 @@ int main(int argc, char** argv) {
     }
   }
   if (o.predict) return check_predictions(o.labs, TPSP_SOURCE_DIR, o.prediction_file);
-  use_relay(o.backend == "relay");  // confined runs (./grade) always do: their relay is the witness
-  set_device(o.device, o.backend == "nccl" ? "nccl" : "gloo");
+  LaunchSettings launch;  // confined runs (./grade) always use the relay: it is their witness
+  launch.relay = o.backend == "relay";
+  launch.device = o.device;
+  launch.backend = o.backend == "nccl" ? "nccl" : "gloo";
   Report report(o.seed, o.solution, o.binary,
                 o.device == "cpu" ? o.backend : o.backend + ", device " + o.device, o.labs, o.verbose);
   if (!o.solution && o.binary.empty())
@@ -485,11 +492,13 @@ int main(int argc, char** argv) {
   if (o.confine_uid >= 0) {  // each launch's ranks reach their own directories under WORK, nothing else
     ::chmod(work.c_str(), 0711);
     constexpr double kMiB = 1024.0 * 1024.0;
-    confine_launches({o.confine_uid, static_cast<unsigned long long>(o.rank_memory_mib * kMiB),
-                      static_cast<unsigned long long>(o.rank_cpu_s),
-                      static_cast<unsigned long long>(o.rank_file_mib * kMiB),
-                      static_cast<unsigned long long>(o.rank_procs)});
+    launch.confine =
+        tpsp::run::Confinement{o.confine_uid, static_cast<unsigned long long>(o.rank_memory_mib * kMiB),
+                         static_cast<unsigned long long>(o.rank_cpu_s),
+                         static_cast<unsigned long long>(o.rank_file_mib * kMiB),
+                         static_cast<unsigned long long>(o.rank_procs)};
   }
+  RunLauncher launcher(std::move(launch));
   ExpectedCache expected(o.seed);
   const bool drawable = o.verbose && can_plot();
   std::vector<std::string> traced;  // --verbose: the runs whose timelines are drawn at the end
@@ -533,9 +542,9 @@ int main(int argc, char** argv) {
     // batch whose every rank ended ok counts, and only for its runs that then pass: every other run is run
     // again on its own below, so a verdict against a learner's code, and what it prints, always come from a
     // run of that scenario alone. --timeout sets one run's budget, so with it every run is on its own.
-    const std::vector<bool> batched = o.timeout > 0
-                                          ? std::vector<bool>(plan.size(), false)
-                                          : run_batches(lab, bin, plan, o.seed, work, o.confine_uid >= 0);
+    const std::vector<std::optional<RunRecord>> batched =
+        o.timeout > 0 ? std::vector<std::optional<RunRecord>>(plan.size())
+                      : run_batches(lab, bin, plan, o.seed, work, launcher);
     if (g_interrupted) return interrupted(work);
     for (std::size_t i = 0; i < plan.size(); ++i) {
       if (g_interrupted) return interrupted(work);  // Ctrl-C while the previous run was graded
@@ -549,7 +558,7 @@ int main(int argc, char** argv) {
         if (o.verbose && print_trace_paths(r.dir, drawable)) traced.push_back(r.dir);
       };
       if (batched[i]) {
-        GradeResult g = grade(sc, r.layout, r.sp, want, {r.dir, 0, ""});
+        GradeResult g = grade(sc, r.layout, r.sp, want, *batched[i]);
         if (g.verdict == Verdict::passed) {
           file(std::move(g), run_seconds(r.dir));
           continue;
@@ -559,9 +568,16 @@ int main(int argc, char** argv) {
       fs::remove_all(r.dir);
       fs::create_directories(r.dir);
       const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
-      const int code = launch_runs(bin, {&r}, o.seed, budget, r.dir);
+      const LaunchOutcome out = launcher.launch_runs(bin, {&r}, o.seed, budget, r.dir);
+      const int code = out.code;
       if (g_interrupted) return interrupted(work);  // Ctrl-C: stop checking, do not grade
-      GradeResult g = grade(sc, r.layout, r.sp, want, {r.dir, code, read_file(r.dir + "/launcher.log")});
+      RunRecord record{r.dir, code, read_file(r.dir + "/launcher.log")};
+      if (launcher.settings().confine)  // a launch refused before it ran has no verdict: say so
+        record.witness = out.witness.empty()
+                             ? std::vector<std::string>{"the grader has no witness record of this run's "
+                                                        "communication (the launch did not run)"}
+                             : out.witness.front();
+      GradeResult g = grade(sc, r.layout, r.sp, want, record);
       if (code == 124)
         g.problems.push_back(fmt::format(
             "the run was stopped after its budget of {} s (the engine's solution needs about 0.1 s): an "

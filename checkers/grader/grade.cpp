@@ -13,8 +13,8 @@
 
 #include "checkers/grader/diagnose.h"
 #include "checkers/grader/hints.h"
-#include "checkers/grader/witness_judge.h"
 #include "checkers/inputs.h"
+#include "checkers/sandbox/witness_judge.h"
 #include "engine/error.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
@@ -364,8 +364,10 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
   // 3. Communication: the calls on the TP group per phase, against the expected pattern.
   if (std::string p = check_pattern(sc, layout, sp, results); !p.empty()) res.problems.push_back(p);
   if (std::string p = check_waited(layout, results); !p.empty()) res.problems.push_back(p);
-  // Under ./grade: that record against what the grader's relay really carried (witness_judge.h).
-  if (std::string p = witness_problem(run.dir); !p.empty()) res.problems.push_back(p);
+  // Under ./grade: that record against what the grader's relay really carried
+  // (checkers/sandbox/witness_judge.h).
+  if (run.witness)
+    if (std::string p = witness_problem(*run.witness); !p.empty()) res.problems.push_back(p);
   if (sc.timeline)  // 4. Timing: what was in flight while what computed (lab04)
     for (std::string& p : sc.timeline(layout.tp, sp, timelines(results)))
       res.problems.push_back(std::move(p));

@@ -4,6 +4,7 @@
 // and diagnoses of known wrong-answer signatures.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ struct Layout {
   int world() const { return tp * dp; }
   /// "tp=2" or "dp=2×tp=2".
   std::string str() const;
+};
+
+/// One run of a check: scenario `sc` in `layout` with SP on or off; its ranks dump under `dir`
+/// (rank<w>/ each, see checkers/rank/ranks_main.cpp).
+struct PlannedRun {
+  const Scenario* sc = nullptr;
+  Layout layout;
+  bool sp = false;
+  std::string dir;
 };
 
 /// What became of a run.
@@ -54,6 +64,9 @@ struct RunRecord {
   std::string dir;
   int launcher_code = 0;
   std::string launcher_log;
+  /// Under ./grade's confinement, the witness's verdict on the run's record of its calls (witness_judge.h:
+  /// one line per difference, empty when it matched); nullopt for an unconfined run.
+  std::optional<std::vector<std::string>> witness = std::nullopt;
 };
 
 /// Grades the run of `sc` at (layout, sp) against `want` (sc.expected at the run's tp and sp).

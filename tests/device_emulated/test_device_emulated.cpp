@@ -120,7 +120,7 @@ TEST_CASE("device: a host read of a device tensor raises, naming the rule") {
   CHECK_THROWS_WITH_AS(runtime::init_world(runtime::DeviceChoice::cuda_emulated, "nccl"),
                        doctest::Contains("--backend nccl needs --device cuda"), ShapeError);
   CHECK_THROWS_WITH_AS(runtime::init_world(runtime::DeviceChoice::cpu, "mpi"),
-                       "backend 'mpi' is not one of gloo, nccl", ShapeError);
+                       "backend 'mpi' is not one of gloo, relay, nccl", ShapeError);
 }
 
 TEST_CASE("device: a device op's compute span is timed by the device's markers, on the recorder's clock") {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "checkers/grader/witness_judge.h"
+#include "checkers/sandbox/witness_judge.h"
 #include "engine/comm/comm_error.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/relay/relay_backend.h"
@@ -190,8 +190,9 @@ std::string judge(const std::vector<json>& calls_per_rank, const std::vector<jso
   checkers::PlannedRun run;
   run.layout.tp = static_cast<int>(calls_per_rank.size());
   run.dir = dir;
-  checkers::judge_witness(base + "/relay.jsonl", {&run});
-  const std::string problem = checkers::witness_problem(dir);
+  const std::vector<checkers::WitnessVerdict> verdicts =
+      checkers::judge_witness(base + "/relay.jsonl", {&run});
+  const std::string problem = verdicts.size() == 1 ? checkers::witness_problem(verdicts[0]) : "no verdict";
   fs::remove_all(base);
   return problem;
 }

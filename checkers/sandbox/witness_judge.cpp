@@ -1,5 +1,5 @@
 // The witness's verdict (witness_judge.h).
-#include "checkers/grader/witness_judge.h"
+#include "checkers/sandbox/witness_judge.h"
 
 #include <fmt/format.h>
 
@@ -17,8 +17,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-bool g_required = false;
 
 /// One call as both sides can state it: what the transport was handed, and in which phase.
 struct Seen {
@@ -226,7 +224,8 @@ std::vector<std::string> judge_run(const std::vector<json>& log, int ctx, const 
 
 }  // namespace
 
-void judge_witness(const std::string& relay_log, const std::vector<const PlannedRun*>& runs) {
+std::vector<WitnessVerdict> judge_witness(const std::string& relay_log,
+                                          const std::vector<const PlannedRun*>& runs) {
   std::vector<json> log;
   std::ifstream in(relay_log);
   for (std::string line; std::getline(in, line);) {
@@ -235,41 +234,28 @@ void judge_witness(const std::string& relay_log, const std::vector<const Planned
   }
   int worlds = 0;  // each scenario joins one world (ranks_main.cpp); one more is a world of the code's own
   for (const json& e : log) worlds = std::max(worlds, e.value("ctx", -1) + 1);
+  std::vector<WitnessVerdict> verdicts;
   for (std::size_t k = 0; k < runs.size(); ++k) {
-    json out = {{"problems", json::array()}};
-    if (!in.is_open() && log.empty()) out["problems"].push_back("the witness relay left no log");
+    WitnessVerdict v;
+    if (!in.is_open() && log.empty()) v.push_back("the witness relay left no log");
     if (worlds > static_cast<int>(runs.size()))
-      out["problems"].push_back(
+      v.push_back(
           fmt::format("the ranks joined {} worlds through the relay where the launch ran {} scenario(s): a "
-                      "scenario's code may "
-                      "not start a world of its own (comm::init_from_env)",
+                      "scenario's code may not start a world of its own (comm::init_from_env)",
                       worlds, runs.size()));
-    for (std::string& p : judge_run(log, static_cast<int>(k), *runs[k]))
-      out["problems"].push_back(std::move(p));
-    std::ofstream(runs[k]->dir + ".witness.json")
-        << out.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+    for (std::string& p : judge_run(log, static_cast<int>(k), *runs[k])) v.push_back(std::move(p));
+    verdicts.push_back(std::move(v));
   }
+  return verdicts;
 }
 
-std::string witness_problem(const std::string& dir) {
-  std::ifstream in(dir + ".witness.json");
-  if (!in)
-    return g_required ? "the grader has no witness record of this run's communication (an internal error)"
-                      : "";
-  const json j = json::parse(in, nullptr, false);
-  if (!j.is_object() || !j.contains("problems") || !j["problems"].is_array())
-    return "the witness record of this run is unreadable (an internal error)";
-  if (j["problems"].empty()) return "";
+std::string witness_problem(const WitnessVerdict& verdict) {
+  if (verdict.empty()) return "";
   std::string text =
       "the communication record does not match what the grader's relay carried between the ranks (under "
-      "./grade "
-      "every byte goes through it, and a record must come from the calls the code really makes):";
-  for (const json& p : j["problems"]) text += "\n      " + p.get<std::string>();
+      "./grade every byte goes through it, and a record must come from the calls the code really makes):";
+  for (const std::string& p : verdict) text += "\n      " + p;
   return text;
-}
-
-void require_witness() {
-  g_required = true;
 }
 
 }  // namespace tpsp::checkers
