@@ -6,18 +6,16 @@
 
 namespace tpsp::tensor_parallel {
 
-Tensor ScatterToSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
-                                                [[maybe_unused]] ProcessGroup& tp,
-                                                [[maybe_unused]] const std::string& label) const {
+Tensor ScatterToSequenceParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
+                                                const std::string& label) const {
   // TODO(lab03 scatter_to_sequence_parallel_region forward): x [s, b, h], the same on every TP rank ->
   // [s/tp, b, h], rows [r·s/tp, (r+1)·s/tp). Communication: none. s not divisible by tp: ShapeError.
   // BEGIN SOLUTION
   return _split_along_first_dim(x, tp);
   // END SOLUTION
 }
-Tensor ScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
-                                                 [[maybe_unused]] ProcessGroup& tp,
-                                                 [[maybe_unused]] const std::string& label) const {
+Tensor ScatterToSequenceParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
+                                                 const std::string& label) const {
   // TODO(lab03 scatter_to_sequence_parallel_region backward): dy [s/tp, b, h], rank r's rows -> [s, b, h]:
   // the whole gradient of the replicated input on every rank, rank j's rows at [j·s/tp, (j+1)·s/tp).
   // Communication: one all-gather along dim 0 on tp of the whole [s, b, h] (4·s·b·h bytes).
@@ -26,9 +24,8 @@ Tensor ScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& 
   // END SOLUTION
 }
 
-Tensor GatherFromSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
-                                                 [[maybe_unused]] ProcessGroup& tp,
-                                                 [[maybe_unused]] const std::string& label) const {
+Tensor GatherFromSequenceParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
+                                                 const std::string& label) const {
   // TODO(lab03 gather_from_sequence_parallel_region forward): x [s/tp, b, h], rank r's rows [r·s/tp,
   // (r+1)·s/tp) of a sequence -> [s, b, h], the whole sequence in rank order, the same on every rank.
   // Communication: one all-gather along dim 0 on the tp group passed in, of the whole [s, b, h] (4·s·b·h
@@ -37,9 +34,8 @@ Tensor GatherFromSequenceParallelRegion::forward([[maybe_unused]] const Tensor& 
   return _gather_along_first_dim(x, tp, label);
   // END SOLUTION
 }
-Tensor GatherFromSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
-                                                  [[maybe_unused]] ProcessGroup& tp,
-                                                  [[maybe_unused]] const std::string& label) const {
+Tensor GatherFromSequenceParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
+                                                  const std::string& label) const {
   // TODO(lab03 gather_from_sequence_parallel_region backward): dy [s, b, h], this rank's partial of the
   // gradient of the whole sequence -> [s/tp, b, h] = rows [r·s/tp, (r+1)·s/tp) of the sum of dy over the TP
   // ranks. Communication: one reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input. With
@@ -51,9 +47,8 @@ Tensor GatherFromSequenceParallelRegion::backward([[maybe_unused]] const Tensor&
   // END SOLUTION
 }
 
-Tensor ReduceScatterToSequenceParallelRegion::forward([[maybe_unused]] const Tensor& x,
-                                                      [[maybe_unused]] ProcessGroup& tp,
-                                                      [[maybe_unused]] const std::string& label) const {
+Tensor ReduceScatterToSequenceParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
+                                                      const std::string& label) const {
   // TODO(lab03 reduce_scatter_to_sequence_parallel_region forward): x [s, b, h], this rank's partial sum ->
   // [s/tp, b, h] = rows [r·s/tp, (r+1)·s/tp) of the sum of x over the TP ranks. Communication: one
   // reduce-scatter (sum) along dim 0 on tp of an [s, b, h] input, nothing else. s not divisible by tp:
@@ -62,9 +57,8 @@ Tensor ReduceScatterToSequenceParallelRegion::forward([[maybe_unused]] const Ten
   return _reduce_scatter_along_first_dim(x, tp, label);
   // END SOLUTION
 }
-Tensor ReduceScatterToSequenceParallelRegion::backward([[maybe_unused]] const Tensor& dy,
-                                                       [[maybe_unused]] ProcessGroup& tp,
-                                                       [[maybe_unused]] const std::string& label) const {
+Tensor ReduceScatterToSequenceParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
+                                                       const std::string& label) const {
   // TODO(lab03 reduce_scatter_to_sequence_parallel_region backward): dy [s/tp, b, h], rank r's rows -> [s,
   // b, h], the whole gradient in rank order, the same on every rank. Communication: one all-gather along
   // dim 0 on tp of the whole [s, b, h] (4·s·b·h bytes).
@@ -103,20 +97,16 @@ Tensor hp2sp(const Tensor& x, ProcessGroup& tp, const std::string& label) {
 }
 }  // namespace
 
-Tensor AllToAllSp2Hp::forward([[maybe_unused]] const Tensor& x, [[maybe_unused]] ProcessGroup& tp,
-                              [[maybe_unused]] const std::string& label) const {
+Tensor AllToAllSp2Hp::forward(const Tensor& x, ProcessGroup& tp, const std::string& label) const {
   return sp2hp(x, tp, label);
 }
-Tensor AllToAllSp2Hp::backward([[maybe_unused]] const Tensor& dy, [[maybe_unused]] ProcessGroup& tp,
-                               [[maybe_unused]] const std::string& label) const {
+Tensor AllToAllSp2Hp::backward(const Tensor& dy, ProcessGroup& tp, const std::string& label) const {
   return hp2sp(dy, tp, label);
 }
-Tensor AllToAllHp2Sp::forward([[maybe_unused]] const Tensor& x, [[maybe_unused]] ProcessGroup& tp,
-                              [[maybe_unused]] const std::string& label) const {
+Tensor AllToAllHp2Sp::forward(const Tensor& x, ProcessGroup& tp, const std::string& label) const {
   return hp2sp(x, tp, label);
 }
-Tensor AllToAllHp2Sp::backward([[maybe_unused]] const Tensor& dy, [[maybe_unused]] ProcessGroup& tp,
-                               [[maybe_unused]] const std::string& label) const {
+Tensor AllToAllHp2Sp::backward(const Tensor& dy, ProcessGroup& tp, const std::string& label) const {
   return sp2hp(dy, tp, label);
 }
 

@@ -5,17 +5,15 @@
 
 namespace tpsp::tensor_parallel {
 
-Tensor CopyToModelParallelRegion::forward([[maybe_unused]] const Tensor& x, [[maybe_unused]] ProcessGroup& tp,
-                                          [[maybe_unused]] const std::string& label) const {
+Tensor CopyToModelParallelRegion::forward(const Tensor& x, ProcessGroup& tp, const std::string& label) const {
   // TODO(lab01 f forward): x [s, b, h], the same on every TP rank -> [s, b, h] equal to x. Communication:
   // none.
   // BEGIN SOLUTION
   return x;
   // END SOLUTION
 }
-Tensor CopyToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
-                                           [[maybe_unused]] ProcessGroup& tp,
-                                           [[maybe_unused]] const std::string& label) const {
+Tensor CopyToModelParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
+                                           const std::string& label) const {
   // TODO(lab01 f backward): dy [s, b, h]: this rank's share of the gradient of f's replicated input -> [s,
   // b, h] = the sum of dy over the TP ranks, the same on every rank. Communication: one all-reduce (sum) on
   // tp of the [s, b, h] tensor (4·s·b·h bytes), nothing else.
@@ -24,9 +22,8 @@ Tensor CopyToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
   // END SOLUTION
 }
 
-Tensor ReduceFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
-                                              [[maybe_unused]] ProcessGroup& tp,
-                                              [[maybe_unused]] const std::string& label) const {
+Tensor ReduceFromModelParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
+                                              const std::string& label) const {
   // TODO(lab01 g forward): x [s, b, h]: this rank's partial sum -> [s, b, h] = the sum of x over the TP
   // ranks, the same on every rank. Communication: one all-reduce (sum) on tp of the [s, b, h] tensor
   // (4·s·b·h bytes), nothing else.
@@ -34,9 +31,8 @@ Tensor ReduceFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
   return _reduce(x, tp, label);
   // END SOLUTION
 }
-Tensor ReduceFromModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
-                                               [[maybe_unused]] ProcessGroup& tp,
-                                               [[maybe_unused]] const std::string& label) const {
+Tensor ReduceFromModelParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
+                                               const std::string& label) const {
   // TODO(lab01 g backward): dy [s, b, h], the same on every TP rank -> [s, b, h] equal to dy.
   // Communication: none.
   // BEGIN SOLUTION
@@ -44,18 +40,16 @@ Tensor ReduceFromModelParallelRegion::backward([[maybe_unused]] const Tensor& dy
   // END SOLUTION
 }
 
-Tensor ScatterToModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
-                                             [[maybe_unused]] ProcessGroup& tp,
-                                             [[maybe_unused]] const std::string& label) const {
+Tensor ScatterToModelParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
+                                             const std::string& label) const {
   // TODO(lab01 scatter forward): x [..., h], the same on every TP rank -> [..., h/tp]: rank r holds columns
   // [r·h/tp, (r+1)·h/tp) of the last dim. Communication: none.
   // BEGIN SOLUTION
   return _split_along_last_dim(x, tp);
   // END SOLUTION
 }
-Tensor ScatterToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
-                                              [[maybe_unused]] ProcessGroup& tp,
-                                              [[maybe_unused]] const std::string& label) const {
+Tensor ScatterToModelParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
+                                              const std::string& label) const {
   // TODO(lab01 scatter backward): dy [..., h/tp], rank r's columns of the last dim -> [..., h], the same on
   // every rank, rank j's piece at columns [j·h/tp, (j+1)·h/tp). Communication: one all-gather on tp along
   // the last dim (the whole [..., h]: 4 bytes per element).
@@ -64,9 +58,8 @@ Tensor ScatterToModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
   // END SOLUTION
 }
 
-Tensor GatherFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
-                                              [[maybe_unused]] ProcessGroup& tp,
-                                              [[maybe_unused]] const std::string& label) const {
+Tensor GatherFromModelParallelRegion::forward(const Tensor& x, ProcessGroup& tp,
+                                              const std::string& label) const {
   // TODO(lab01 gather forward): x [..., h/tp], rank r's columns of the last dim -> [..., h], the same on
   // every rank, rank j's piece at columns [j·h/tp, (j+1)·h/tp). Communication: one all-gather on tp along
   // the last dim (the whole [..., h]: 4 bytes per element).
@@ -74,9 +67,8 @@ Tensor GatherFromModelParallelRegion::forward([[maybe_unused]] const Tensor& x,
   return _gather_along_last_dim(x, tp, label);
   // END SOLUTION
 }
-Tensor GatherFromModelParallelRegion::backward([[maybe_unused]] const Tensor& dy,
-                                               [[maybe_unused]] ProcessGroup& tp,
-                                               [[maybe_unused]] const std::string& label) const {
+Tensor GatherFromModelParallelRegion::backward(const Tensor& dy, ProcessGroup& tp,
+                                               const std::string& label) const {
   // TODO(lab01 gather backward): dy [..., h], the same on every TP rank -> [..., h/tp]: rank r holds
   // columns [r·h/tp, (r+1)·h/tp) of the last dim. Communication: none.
   // BEGIN SOLUTION

@@ -37,8 +37,7 @@ namespace {
 
 }  // namespace
 
-Tensor ring_reduce_scatter([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] const Tensor& in,
-                           [[maybe_unused]] const std::string& label) {
+Tensor ring_reduce_scatter(ProcessGroup& pg, const Tensor& in, const std::string& label) {
   // TODO(lab00 ring_reduce_scatter): in [n·k, ...] on each of the n ranks -> [k, ...]: rank r returns the
   // sum over all ranks of their chunk r (rows [r·k, (r+1)·k)). Communication: send/recv only, to rank (r+1)
   // mod n and from (r-1) mod n, in n-1 steps (step i labelled label + ".step<i>"), (n-1)/n of in's bytes
@@ -46,8 +45,7 @@ Tensor ring_reduce_scatter([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] c
   TPSP_LAB_TODO("lab00 ring_reduce_scatter: in [n·k, ...] on each of the n ranks -> [k, ...]: rank r returns the sum over all ranks of their chunk r (rows [r·k, (r+1)·k)). Communication: send/recv only, to rank (r+1) mod n and from (r-1) mod n, in n-1 steps (step i labelled label + \".step<i>\"), (n-1)/n of in's bytes sent per rank. n = 1: a copy, nothing sent. Bad shape: ShapeError before anything is sent");
 }
 
-Tensor ring_all_gather([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] const Tensor& in,
-                       [[maybe_unused]] const std::string& label) {
+Tensor ring_all_gather(ProcessGroup& pg, const Tensor& in, const std::string& label) {
   // TODO(lab00 ring_all_gather): in [k, ...] on each of the n ranks -> [n·k, ...], the same on every rank:
   // rows [j·k, (j+1)·k) hold rank j's in. Communication: send/recv only, to rank (r+1) mod n and from (r-1)
   // mod n, in n-1 steps (step i labelled label + ".step<i>"), (n-1)/n of the output's bytes sent per rank.
@@ -55,8 +53,7 @@ Tensor ring_all_gather([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] const
   TPSP_LAB_TODO("lab00 ring_all_gather: in [k, ...] on each of the n ranks -> [n·k, ...], the same on every rank: rows [j·k, (j+1)·k) hold rank j's in. Communication: send/recv only, to rank (r+1) mod n and from (r-1) mod n, in n-1 steps (step i labelled label + \".step<i>\"), (n-1)/n of the output's bytes sent per rank. Bad shape: ShapeError before anything is sent");
 }
 
-void ring_all_reduce([[maybe_unused]] ProcessGroup& pg, [[maybe_unused]] Tensor& t,
-                     [[maybe_unused]] const std::string& label) {
+void ring_all_reduce(ProcessGroup& pg, Tensor& t, const std::string& label) {
   // TODO(lab00 ring_all_reduce): t [n·k, ...], in place: afterwards t is the sum over all ranks of t, the
   // same on every rank. Communication: a ring reduce-scatter labelled label + ".reduce_scatter", then a
   // ring all-gather labelled label + ".all_gather": 2(n-1) steps, 2(n-1)/n of t's bytes sent per rank;
