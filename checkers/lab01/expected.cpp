@@ -196,28 +196,9 @@ void add_scenarios(std::vector<Scenario>& out) {
        .expected = expected_f_g,
        .pattern = pattern_f_g});
   // The SP runs of the linear layers and the MLP are lab03's (sp_column_linear, ...: layers_sp.cpp).
-  out.push_back(column("column_linear",
-                       "ColumnParallelLinear forward, two backward passes (gradients accumulate)", {}));
-  out.push_back(column("column_linear_gather_output", "ColumnParallelLinear with gather_output=true",
-                       {.gather_output = true}));
-  out.push_back(column("column_linear_skip_bias_add",
-                       "ColumnParallelLinear with skip_bias_add=true: the output has no bias, the bias still "
-                       "gets its gradient",
-                       {.skip_bias_add = true}));
-  out.push_back(column("column_linear_frozen_weight",
-                       "ColumnParallelLinear with a frozen weight: dX is still summed over TP",
-                       {.frozen_weight = true}));
-  out.push_back(
-      row("row_linear", "RowParallelLinear forward, two backward passes (input split on its last dim)", {}));
-  out.push_back(
-      row("row_linear_skip_bias_add",
-          "RowParallelLinear with skip_bias_add=true: the output has no bias, the bias still gets its "
-          "gradient",
-          {.skip_bias_add = true}));
-  out.push_back(row("row_linear_input_not_parallel",
-                    "RowParallelLinear with input_is_parallel=false: the layer splits a replicated input "
-                    "(scatter_to_tensor_model_parallel_region)",
-                    {.input_is_parallel = false}));
+  for (const LinearVariant& v : kLinearVariants)
+    out.push_back(v.layer == LinearLayer::column ? column(v.name, v.summary, v.lc)
+                                                 : row(v.name, v.summary, v.lc));
   out.push_back({.lab = "lab01",
                  .name = "row_linear_refuses_wrong_in",
                  .summary = "RowParallelLinear refuses an x whose last dim does not match its weight",

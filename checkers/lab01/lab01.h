@@ -24,6 +24,52 @@ struct LinearCase {
   bool input_is_parallel = true;  ///< RowParallelLinear: false = the layer splits a replicated input itself
 };
 
+/// Which layer a linear-layer scenario runs.
+enum class LinearLayer { column, row };
+
+/// One variant of the linear-layer scenarios, listed once for both halves of the checker: run.cpp
+/// registers its rank function (run_column or run_row with `lc`) and expected.cpp its scenario
+/// (expected_column or expected_row, and the pattern) under the same name.
+struct LinearVariant {
+  LinearLayer layer;
+  const char* name;     ///< the scenario's name within its lab
+  const char* summary;  ///< ./check --list's line
+  LinearCase lc;
+};
+
+/// lab01's variants, without SP (lab03.h kSpLinearVariants runs them with SP).
+inline constexpr LinearVariant kLinearVariants[] = {
+    {LinearLayer::column,
+     "column_linear",
+     "ColumnParallelLinear forward, two backward passes (gradients accumulate)",
+     {}},
+    {LinearLayer::column,
+     "column_linear_gather_output",
+     "ColumnParallelLinear with gather_output=true",
+     {.gather_output = true}},
+    {LinearLayer::column,
+     "column_linear_skip_bias_add",
+     "ColumnParallelLinear with skip_bias_add=true: the output has no bias, the bias still gets its gradient",
+     {.skip_bias_add = true}},
+    {LinearLayer::column,
+     "column_linear_frozen_weight",
+     "ColumnParallelLinear with a frozen weight: dX is still summed over TP",
+     {.frozen_weight = true}},
+    {LinearLayer::row,
+     "row_linear",
+     "RowParallelLinear forward, two backward passes (input split on its last dim)",
+     {}},
+    {LinearLayer::row,
+     "row_linear_skip_bias_add",
+     "RowParallelLinear with skip_bias_add=true: the output has no bias, the bias still gets its gradient",
+     {.skip_bias_add = true}},
+    {LinearLayer::row,
+     "row_linear_input_not_parallel",
+     "RowParallelLinear with input_is_parallel=false: the layer splits a replicated input "
+     "(scatter_to_tensor_model_parallel_region)",
+     {.input_is_parallel = false}},
+};
+
 // Whole inputs, drawn from (seed, name).
 inline Tensor col_x(uint64_t s) {
   return input_tensor({S, B, H}, s, "col.x");

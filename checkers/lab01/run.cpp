@@ -175,21 +175,10 @@ namespace {
 
 void add_runs(std::map<std::string, RunFn>& out) {
   out["lab01/f_g"] = run_f_g;
-  out["lab01/column_linear"] = [](RunContext& c) { return run_column(c, {}); };
-  out["lab01/column_linear_gather_output"] = [](RunContext& c) {
-    return run_column(c, {.gather_output = true});
-  };
-  out["lab01/column_linear_skip_bias_add"] = [](RunContext& c) {
-    return run_column(c, {.skip_bias_add = true});
-  };
-  out["lab01/column_linear_frozen_weight"] = [](RunContext& c) {
-    return run_column(c, {.frozen_weight = true});
-  };
-  out["lab01/row_linear"] = [](RunContext& c) { return run_row(c, {}); };
-  out["lab01/row_linear_skip_bias_add"] = [](RunContext& c) { return run_row(c, {.skip_bias_add = true}); };
-  out["lab01/row_linear_input_not_parallel"] = [](RunContext& c) {
-    return run_row(c, {.input_is_parallel = false});
-  };
+  for (const LinearVariant& v : kLinearVariants)
+    out["lab01/" + std::string(v.name)] = [v](RunContext& c) {
+      return v.layer == LinearLayer::column ? run_column(c, v.lc) : run_row(c, v.lc);
+    };
   out["lab01/row_linear_refuses_wrong_in"] = run_row_refuses;
   out["lab01/mlp"] = run_mlp;
   out["lab01/gpt_step"] = run_gpt_step;

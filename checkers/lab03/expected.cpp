@@ -139,38 +139,8 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .expected = expected_sp_grad_sync,
                  .pattern = pattern_sp_grad_sync});
   // The linear layers' SP paths (layers_sp.cpp), graded as lab01's scenarios are, with SP on.
-  out.push_back({.lab = "lab03",
-                 .name = "sp_column_linear",
-                 .summary = "ColumnParallelLinear under SP: all-gather of the [s/tp, b, h] input, the input "
-                            "gathered again for the weight gradient, reduce-scatter of dX",
-                 .sp_only = true,
-                 .expected = [](uint64_t seed, int, bool) { return lab01::expected_column(seed, true, {}); },
-                 .pattern = [](int tp, bool) { return lab01::pattern_column(tp, true, {}); }});
-  out.push_back({.lab = "lab03",
-                 .name = "sp_row_linear",
-                 .summary = "RowParallelLinear under SP: reduce-scatter of the partial Y, all-gather of dY, "
-                            "the bias gradient of this rank's tokens",
-                 .sp_only = true,
-                 .expected = [](uint64_t seed, int tp, bool) { return expected_sp_row(seed, tp, {}); },
-                 .pattern = [](int tp, bool) { return lab01::pattern_row(tp, true, {}); }});
-  out.push_back(
-      sp_linear_option("sp_column_linear_gather_output",
-                       "ColumnParallelLinear under SP with gather_output: Y's last dim gathered, dY "
-                       "split back",
-                       true, {.gather_output = true}));
-  out.push_back(
-      sp_linear_option("sp_column_linear_skip_bias_add",
-                       "ColumnParallelLinear under SP with skip_bias_add: no bias in Y, db still computed",
-                       true, {.skip_bias_add = true}));
-  out.push_back(
-      sp_linear_option("sp_column_linear_frozen_weight",
-                       "ColumnParallelLinear under SP with a frozen weight: no weight gradient, dX still "
-                       "reduce-scattered",
-                       true, {.frozen_weight = true}));
-  out.push_back(sp_linear_option("sp_row_linear_skip_bias_add",
-                                 "RowParallelLinear under SP with skip_bias_add: no bias in Y, db still this "
-                                 "rank's share",
-                                 false, {.skip_bias_add = true}));
+  for (const lab01::LinearVariant& v : kSpLinearVariants)
+    out.push_back(sp_linear_option(v.name, v.summary, v.layer == lab01::LinearLayer::column, v.lc));
   out.push_back(
       {.lab = "lab03",
        .name = "sp_row_linear_refuses_wrong_in",

@@ -97,31 +97,12 @@ void add_runs(std::map<std::string, RunFn>& out) {
   out["lab03/sp_mappings"] = run_sp_mappings;
   out["lab03/sp_refuses_uneven_s"] = run_sp_refuses;
   out["lab03/sp_grad_sync"] = run_sp_grad_sync;
-  out["lab03/sp_column_linear"] = [](RunContext& c) {
-    c.sp = true;
-    return lab01::run_column(c, {});
-  };
-  out["lab03/sp_row_linear"] = [](RunContext& c) {
-    c.sp = true;
-    return with_dbias_share(lab01::run_row(c, {}));
-  };
-  // lab01's options, under SP: each is a branch of layers_sp.cpp that the plain scenarios never take.
-  out["lab03/sp_column_linear_gather_output"] = [](RunContext& c) {
-    c.sp = true;
-    return lab01::run_column(c, {.gather_output = true});
-  };
-  out["lab03/sp_column_linear_skip_bias_add"] = [](RunContext& c) {
-    c.sp = true;
-    return lab01::run_column(c, {.skip_bias_add = true});
-  };
-  out["lab03/sp_column_linear_frozen_weight"] = [](RunContext& c) {
-    c.sp = true;
-    return lab01::run_column(c, {.frozen_weight = true});
-  };
-  out["lab03/sp_row_linear_skip_bias_add"] = [](RunContext& c) {
-    c.sp = true;
-    return with_dbias_share(lab01::run_row(c, {.skip_bias_add = true}));
-  };
+  for (const lab01::LinearVariant& v : kSpLinearVariants)
+    out["lab03/" + std::string(v.name)] = [v](RunContext& c) {
+      c.sp = true;
+      return v.layer == lab01::LinearLayer::column ? lab01::run_column(c, v.lc)
+                                                   : with_dbias_share(lab01::run_row(c, v.lc));
+    };
   out["lab03/sp_row_linear_refuses_wrong_in"] = lab01::run_row_refuses;
   out["lab03/sp_mlp"] = [](RunContext& c) {
     c.sp = true;
