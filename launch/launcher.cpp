@@ -359,6 +359,9 @@ JobOutcome run_job(const JobSpec& spec, LineRelay& relay) {
           fmt::format("rank {}: fork failed: {}", spec.ranks[i].rank, std::strerror(fork_errno));
       break;
     }
+    // The rank holds its relay socket now: the launcher's copy would keep the socket open after the rank
+    // ended, so the relay would not see it go and its peers would wait for it until their timeout.
+    if (spec.ranks[i].pass_fd >= 0) close(spec.ranks[i].pass_fd);
     setpgid(pid, pid);  // also done by the child; whichever runs first wins, both agree
     procs[i].pid = pid;
     outcome.ranks[i].pid = pid;

@@ -18,7 +18,8 @@ namespace tpsp::run {
 struct RankSpec {
   int rank = 0;                  // shown in the "[rank R]" prefix and the summary
   std::vector<std::string> env;  // its complete environment, "KEY=VALUE"
-  int pass_fd = -1;              // a descriptor the rank gets as its fd 3 (./grade's witness relay), or -1
+  int pass_fd = -1;              // a descriptor the rank gets as its fd 3 (a relay socket), or -1; run_job
+                                 // closes it once the rank is started (the rank holds the only copy)
   long uid = -1;                 // a confined rank's own uid (overrides JobSpec::confine.uid), or -1
   // With `isolate` (root only): the rank gets mount, network and IPC namespaces of its own before it
   // starts (and no new privileges: a setuid program does not raise them): a private /tmp and /dev/shm,

@@ -163,6 +163,64 @@ class Relay {
     if (!c.open) return;
     c.open = false;
     ::close(c.fd);
+    fail_waiting_for(r);
+  }
+
+  /// Why a call cannot complete once world rank r's connection is gone.
+  static std::string gone(int r) {
+    return fmt::format(
+        "rank {}'s connection to the relay closed before it made this call (it ended, crashed, or broke the "
+        "relay's protocol)",
+        r);
+  }
+
+  /// After rank r's connection closed: every call pending in a group r belongs to (a collective or a
+  /// new_group: later calls of the group are refused at once, so it could never complete; a world's hello)
+  /// and every point-to-point with r as the peer is answered with an error at once, so its ranks stop
+  /// instead of waiting until their timeout.
+  void fail_waiting_for(int r) {
+    const auto fail = [&](const Request& q) {  // it no longer waits: its payload leaves the relay
+      conns_[static_cast<std::size_t>(q.rank)].waiting_bytes -= q.payload.size();
+      error(q, gone(r));
+    };
+    for (auto it = hellos_.begin(); it != hellos_.end();) {
+      for (auto& q : it->second)
+        if (q) fail(*q);
+      it = hellos_.erase(it);
+    }
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const auto g = groups_.find(it->first.first);
+      const int gr = g == groups_.end() ? -1 : g->second.group_rank(r);
+      if (gr < 0) {
+        ++it;
+        continue;
+      }
+      for (auto& q : it->second)
+        if (q) fail(*q);
+      it = pending_.erase(it);
+    }
+    for (auto& [key, queues] : p2p_) {
+      const auto& [gid, src, dst] = key;
+      const auto g = groups_.find(gid);
+      const int gr = g == groups_.end() ? -1 : g->second.group_rank(r);
+      if (gr < 0) continue;
+      auto& [sends, recvs] = queues;
+      if (dst == gr) {  // sends to r will never be taken
+        for (const Request& q : sends) fail(q);
+        sends.clear();
+      }
+      if (src == gr) {  // recvs from r will never be served
+        for (const Request& q : recvs) fail(q);
+        recvs.clear();
+      }
+    }
+  }
+
+  /// The world rank of a member of `grp` whose connection is closed, or -1.
+  int closed_member(const Group& grp) const {
+    for (int w : grp.ranks)
+      if (!conns_[static_cast<std::size_t>(w)].open) return w;
+    return -1;
   }
 
   void reply(const Request& q, Status st, const void* data, std::size_t bytes, uint32_t group = 0) {
@@ -257,6 +315,13 @@ class Relay {
     line["op"] =
         q.f.kind == Kind::collective ? comm::op_name(static_cast<OpKind>(q.f.op)) : kind_name(q.f.kind);
     if (!log(line)) return close(q.rank);
+    if (q.f.kind == Kind::collective || q.f.kind == Kind::new_group) {
+      if (const int dead = closed_member(grp); dead >= 0) return error(q, gone(dead));
+    } else if (q.f.kind == Kind::send || q.f.kind == Kind::recv) {  // arg: a group rank, checked above
+      if (const int peer = grp.ranks[static_cast<std::size_t>(q.f.arg)];
+          !conns_[static_cast<std::size_t>(peer)].open)
+        return error(q, gone(peer));
+    }
     switch (q.f.kind) {
       case Kind::collective: {
         const auto key = std::make_pair(q.f.group, q.f.tag);
@@ -313,8 +378,10 @@ class Relay {
          {"bytes", q.f.bytes},
          {"reduce", "sum"},
          {"arg", -1}});
-    auto& slot = hellos_[ctx];
     const int n = static_cast<int>(conns_.size());
+    for (int w = 0; w < n; ++w)
+      if (!conns_[static_cast<std::size_t>(w)].open) return error(q, gone(w));
+    auto& slot = hellos_[ctx];
     arrive(
         slot, q.rank, n, std::move(q),
         [this, ctx, n](std::vector<Request>& all) {

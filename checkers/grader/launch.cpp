@@ -162,11 +162,11 @@ LaunchOutcome RunLauncher::launch_runs(const std::string& bin, const std::vector
   LaunchOutcome out;
   // TPSP_DEVICE and TPSP_BACKEND always: one exported in the caller's shell must not change a plain
   // ./check (attack12).
-  out.code = run_ranks(argv, world, budget,
-                       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1",
-                        "TPSP_POISON_EMPTY=1", "TPSP_DEVICE=" + s_.device, "TPSP_BACKEND=" + s_.backend},
-                       scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr,
-                       relay_log, dirs_of(runs));
+  out.code = run_ranks(
+      argv, world, budget,
+      {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1",
+       "TPSP_DEVICE=" + s_.device, "TPSP_BACKEND=" + (relay_log.empty() ? s_.backend : std::string("relay"))},
+      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr, relay_log, dirs_of(runs));
   if (confine) {
     for (int w = 0; w < world; ++w) sandbox::kill_uid(confine->uid + w);
     sandbox::take_back(scratch);

@@ -19,7 +19,7 @@ namespace tpsp::checkers {
 struct LaunchSettings {
   std::string device = "cpu";  ///< the ranks' TPSP_DEVICE: cpu, cuda, cuda-emulated
   std::string backend =
-      "gloo";  ///< the ranks' TPSP_BACKEND: gloo or nccl (staged or not; below a relay, gloo)
+      "gloo";  ///< the ranks' TPSP_BACKEND without a relay: gloo or nccl (through a relay: relay)
   /// Unconfined launches connect their ranks through a relay in the checker (launch/relay_server.h, with
   /// fingerprints on; no log is judged) instead of Gloo over loopback TCP: a relay's rendezvous is one
   /// message per rank where Gloo's is a file store and a full mesh of TCP connections per run, most of a

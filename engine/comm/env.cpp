@@ -87,11 +87,14 @@ std::unique_ptr<Backend> cpu_backend_from_env(const GroupOptions& options) {
   TPSP_CHECK(rank >= 0 && rank < size, "RANK=", rank, " is not in [0, WORLD_SIZE=", size, ")");
   const std::string prefix = "tpsp" + std::to_string(g_init_count++);
 
-  // Under ./grade: every byte through the grader's witness relay on the descriptor it handed over.
+  // Under ./check, ./grade and tpsp-run --backend relay: every byte through the relay whose socket the
+  // launcher handed over.
   if (const char* fd = env("TPSP_RELAY_FD")) {
     const int n = env_int({"TPSP_RELAY_FD"}, -1);
     TPSP_CHECK(n >= 0 && ::fcntl(n, F_GETFD) != -1, "TPSP_RELAY_FD=", fd,
-               " is not an open file descriptor (the grader's launcher hands the relay's socket over)");
+               " is not an open file descriptor (the launcher hands the relay's socket over: tpsp-run "
+               "--backend relay, "
+               "./check)");
     return RelayBackend::connect_world(n, rank, size, prefix, options.timeout);
   }
 

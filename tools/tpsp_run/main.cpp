@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -132,6 +135,8 @@ int parse_command_line(int argc, char** argv, Options* opts) {
   if (opts->tail < 0) return usage_error("--tail must be >= 0");
   if (!(opts->grace_s >= 0 && opts->grace_s <= 1e6)) return usage_error("--grace must be >= 0 seconds");
   if (opts->blas_threads && *opts->blas_threads < 1) return usage_error("--blas-threads must be at least 1");
+  if (opts->backend == "relay" && opts->no_file_store)
+    return usage_error("--backend relay needs no store: drop --no-file-store");
   if (opts->no_file_store && (!env_nonempty("MASTER_ADDR") || !env_nonempty("MASTER_PORT"))) {
     return usage_error("--no-file-store needs MASTER_ADDR and MASTER_PORT in the environment");
   }
@@ -143,8 +148,6 @@ int parse_command_line(int argc, char** argv, Options* opts) {
   }
   if (opts->backend == "relay" && opts->slurm)
     return usage_error("--backend relay serves the ranks of one machine: local mode (-n N) only");
-  if (opts->backend == "relay" && opts->no_file_store)
-    return usage_error("--backend relay needs no store: drop --no-file-store");
   return -1;
 }
 
@@ -193,8 +196,19 @@ int run_through_relay(JobSpec spec) {
     r.env.push_back("TPSP_RELAY_FD=3");
   }
   std::fflush(nullptr);
+  const pid_t self = ::getpid();
   g_launcher = ::fork();
-  if (g_launcher == 0) ::_exit(run_and_report(spec));
+  if (g_launcher == 0) {
+#ifdef __linux__
+    // A tpsp-run killed by a signal it cannot forward (SIGKILL) still stops its job: the launcher gets
+    // SIGTERM, which it forwards to the ranks as it does a user's.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != self) ::_exit(1);
+#else
+    (void)self;
+#endif
+    ::_exit(run_and_report(spec));
+  }
   relay.release_rank_ends();
   if (g_launcher < 0) {
     write_all(2, fmt::format("tpsp-run: error: cannot start the launcher: {}\n", std::strerror(errno)));
@@ -294,7 +308,7 @@ int run_slurm(const Options& opts) {
                                             {"WORLD_SIZE", std::to_string(task->world_size)},
                                             {"LOCAL_RANK", std::to_string(task->local_rank)},
                                             {"LOCAL_WORLD_SIZE", std::to_string(task->local_world_size)}};
-  std::vector<std::string> unset;
+  std::vector<std::string> unset{"TPSP_RELAY_FD"};  // only tpsp-run's own relay descriptor, never inherited
   if (layout) {
     set["TPSP_STORE_DIR"] = layout->store;
   } else {

@@ -1,4 +1,4 @@
-// RelayBackend (relay_backend.h): requests over the witness relay's socket, replies read by one thread
+// RelayBackend (relay_backend.h): requests over the relay's socket, replies read by one thread
 // per connection and handed to the caller that waits for them.
 #include "engine/comm/relay/relay_backend.h"
 
@@ -84,14 +84,14 @@ class RelayConnection {
     w->out_bytes = out_bytes;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (closed_) throw CommError(prefix() + "the witness relay's connection is closed: " + closed_why_);
+      if (closed_) throw CommError(prefix() + "the relay's connection is closed: " + closed_why_);
       f.req = next_req_++;
       waiting_[f.req] = w;
     }
     std::lock_guard<std::mutex> lock(write_mu_);
     if (!write_all(fd_, &f, sizeof f) || (f.bytes > 0 && !write_all(fd_, payload, f.bytes))) {
       close_all("writing to the relay failed: " + std::string(std::strerror(errno)));
-      throw CommError(prefix() + "writing to the witness relay failed");
+      throw CommError(prefix() + "writing to the relay failed");
     }
     return w;
   }
@@ -154,7 +154,7 @@ class RelayConnection {
       waiting_.erase(it);
       done_.notify_all();
     }
-    close_all("the witness relay closed the connection");
+    close_all("the relay closed the connection (it ended, or a rank broke the protocol)");
   }
 
   void close_all(const std::string& why) {
@@ -218,8 +218,8 @@ std::unique_ptr<RelayBackend> RelayBackend::connect_world(int fd, int rank, int 
   f.kind = Kind::hello;
   f.bytes = key.size();
   const uint32_t group =
-      conn->call(f, key.data(), "joining the world through the witness relay", nullptr, 0, timeout);
-  if (group == 0) throw CommError(conn->prefix() + "the witness relay gave the world no group");
+      conn->call(f, key.data(), "joining the world through the relay", nullptr, 0, timeout);
+  if (group == 0) throw CommError(conn->prefix() + "the relay gave the world no group");
   return std::unique_ptr<RelayBackend>(new RelayBackend(conn, group, rank, size));
 }
 
