@@ -15,6 +15,7 @@
 #include "engine/comm/op.h"
 #include "engine/placement.h"
 #include "engine/tensor.h"
+#include "engine/trace/record_json.h"
 
 namespace tpsp::checkers {
 
@@ -50,20 +51,12 @@ struct ExpectedCall {
 /// Phase name ("forward", "backward", ...) → calls, in any order.
 using Pattern = std::map<std::string, std::vector<ExpectedCall>>;
 
-/// One communication call of a rank's run with its times (seconds on the rank's recorder clock).
-struct TimedCall {
-  std::string phase, op, group, label;
-  int peer = -1;
-  uint64_t tensor_bytes = 0;
-  bool async = false, waited = true;
-  double t_issue = 0, t_start = 0, t_end = 0;
-  double t_waited = -1;  ///< when wait() returned; −1: never waited
-};
+/// One communication call of a rank's run: the phase it was issued in and the recorder's record (op and
+/// reduction as enums; times in seconds on the rank's recorder clock), as the rank filed it in its
+/// result.json and the grader parsed it once (engine/trace/record_json.h).
+using TimedCall = trace::PhasedCall;
 /// One compute span of a rank's run ("gemm" with label "forward" / "dgrad" / "wgrad", ...).
-struct ComputeSpan {
-  std::string phase, name, label;
-  double t_start = 0, t_end = 0;
-};
+using ComputeSpan = trace::PhasedSpan;
 /// What one rank did, and when (from its result.json).
 struct RankTimeline {
   std::vector<TimedCall> calls;

@@ -22,6 +22,8 @@
 
 namespace tpsp::checkers {
 
+using comm::OpKind;
+
 namespace {
 
 using nlohmann::json;
@@ -93,19 +95,19 @@ std::string rank_name(const Layout& l, int world_rank) {
 
 /// Compares the calls each rank recorded with the pattern; "" or the first rank's differences.
 std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
-                          const std::vector<json>& results) {
+                          const std::vector<RankTimeline>& ranks) {
   if (!sc.pattern) return "";  // a scenario without a pattern checks numbers only
   const Pattern pattern = sc.pattern(layout.tp, sp);
   for (int w = 0; w < layout.world(); ++w) {
     using Key = std::pair<std::string, uint64_t>;
     std::map<std::string, std::multiset<Key>> got, want;
     std::map<std::pair<std::string, Key>, std::vector<std::string>> what;  // (phase, call) → descriptions
-    for (const json& c : results[static_cast<std::size_t>(w)]["calls"]) {
-      const std::string op = c.value("op", "");
-      if (c.value("phase", "") == "setup" || op == "new_group") continue;
-      got[c.value("phase", "")].insert({call_key(op, c.value("group", ""), c.value("dim", int64_t{0}),
-                                                 c.value("reduce", "sum"), c.value("peer", -1)),
-                                        c.value("tensor_bytes", uint64_t{0})});
+    for (const TimedCall& c : ranks[static_cast<std::size_t>(w)].calls) {
+      const trace::CommRecord& r = c.rec;
+      if (c.phase == "setup" || r.op == OpKind::new_group) continue;
+      got[c.phase].insert(
+          {call_key(comm::op_name(r.op), r.group, r.dim, comm::reduce_op_name(r.reduce), r.peer),
+           r.tensor_bytes});
     }
     for (const auto& [phase, calls] : pattern)
       for (const ExpectedCall& c : calls) {
@@ -139,16 +141,15 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
 }
 
 /// "" when every async call was waited, else the calls of the first rank that left one unwaited.
-std::string check_waited(const Layout& layout, const std::vector<json>& results) {
+std::string check_waited(const Layout& layout, const std::vector<RankTimeline>& ranks) {
   for (int w = 0; w < layout.world(); ++w) {
     std::string unwaited;
-    for (const json& c : results[static_cast<std::size_t>(w)]["calls"]) {
-      if (c.value("waited", true)) continue;
-      const std::string op = c.value("op", "");
-      const std::string num =
-          (op == "send" || op == "recv" ? "p2p#" : "#") + std::to_string(c.value("seq", 0));
-      unwaited += fmt::format("\n      {}: {} {} '{}' was issued, never waited", c.value("phase", ""), op,
-                              num, c.value("label", ""));
+    for (const TimedCall& c : ranks[static_cast<std::size_t>(w)].calls) {
+      const trace::CommRecord& r = c.rec;
+      if (r.waited) continue;
+      const bool p2p = r.op == OpKind::send || r.op == OpKind::recv;
+      unwaited += fmt::format("\n      {}: {} {}#{} '{}' was issued, never waited", c.phase,
+                              comm::op_name(r.op), p2p ? "p2p" : "", r.seq, r.label);
     }
     if (!unwaited.empty())
       return fmt::format(
@@ -160,30 +161,31 @@ std::string check_waited(const Layout& layout, const std::vector<json>& results)
   return "";
 }
 
-/// Every rank's calls and compute spans with their times.
-std::vector<RankTimeline> timelines(const std::vector<json>& results) {
+/// Every rank's calls and compute spans, parsed once from its result.json (engine/trace/record_json.h).
+/// An entry no rank program writes (an unknown op, a field of the wrong type: a result.json written by
+/// something else) is a problem, named with its rank and index.
+std::vector<RankTimeline> timelines(const Layout& layout, const std::vector<json>& results,
+                                    std::vector<std::string>& problems) {
   std::vector<RankTimeline> out;
-  for (const json& r : results) {
+  for (std::size_t w = 0; w < results.size(); ++w) {
     RankTimeline t;
-    for (const json& c : r.value("calls", json::array()))
-      t.calls.push_back({.phase = c.value("phase", ""),
-                         .op = c.value("op", ""),
-                         .group = c.value("group", ""),
-                         .label = c.value("label", ""),
-                         .peer = c.value("peer", -1),
-                         .tensor_bytes = c.value("tensor_bytes", uint64_t{0}),
-                         .async = c.value("async", false),
-                         .waited = c.value("waited", true),
-                         .t_issue = c.value("t_issue", 0.0),
-                         .t_start = c.value("t_start", 0.0),
-                         .t_end = c.value("t_end", 0.0),
-                         .t_waited = c.value("t_waited", -1.0)});
-    for (const json& s : r.value("compute", json::array()))
-      t.compute.push_back({.phase = s.value("phase", ""),
-                           .name = s.value("name", ""),
-                           .label = s.value("label", ""),
-                           .t_start = s.value("t_start", 0.0),
-                           .t_end = s.value("t_end", 0.0)});
+    const json& r = results[w];
+    const json calls = r.is_object() ? r.value("calls", json::array()) : json::array();
+    const json compute = r.is_object() ? r.value("compute", json::array()) : json::array();
+    const auto unreadable = [&](const char* list, std::size_t k) {
+      problems.push_back(fmt::format("{}'s result.json: {}[{}] is not a record any rank program writes",
+                                     rank_name(layout, static_cast<int>(w)), list, k));
+    };
+    for (std::size_t k = 0; k < (calls.is_array() ? calls.size() : 0); ++k)
+      if (auto c = trace::call_from_json(calls[k]))
+        t.calls.push_back(std::move(*c));
+      else
+        unreadable("calls", k);
+    for (std::size_t k = 0; k < (compute.is_array() ? compute.size() : 0); ++k)
+      if (auto sp = trace::span_from_json(compute[k]))
+        t.compute.push_back(std::move(*sp));
+      else
+        unreadable("compute", k);
     out.push_back(std::move(t));
   }
   return out;
@@ -362,15 +364,15 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
   // 2. Numbers: every output of every replica against the expected whole tensor.
   for (int d = 0; d < layout.dp; ++d) check_outputs(want, layout, d, run.dir, tol, res.problems);
   // 3. Communication: the calls on the TP group per phase, against the expected pattern.
-  if (std::string p = check_pattern(sc, layout, sp, results); !p.empty()) res.problems.push_back(p);
-  if (std::string p = check_waited(layout, results); !p.empty()) res.problems.push_back(p);
+  const std::vector<RankTimeline> ranks = timelines(layout, results, res.problems);
+  if (std::string p = check_pattern(sc, layout, sp, ranks); !p.empty()) res.problems.push_back(p);
+  if (std::string p = check_waited(layout, ranks); !p.empty()) res.problems.push_back(p);
   // Under ./grade: that record against what the grader's relay really carried
   // (checkers/sandbox/witness_judge.h).
   if (run.witness)
     if (std::string p = witness_problem(*run.witness); !p.empty()) res.problems.push_back(p);
   if (sc.timeline)  // 4. Timing: what was in flight while what computed (lab04)
-    for (std::string& p : sc.timeline(layout.tp, sp, timelines(results)))
-      res.problems.push_back(std::move(p));
+    for (std::string& p : sc.timeline(layout.tp, sp, ranks)) res.problems.push_back(std::move(p));
   // Every rank wrote its results, but a rank that then crashed or hung (e.g. in an exit handler)
   // still fails the run.
   if (run.launcher_code != 0)

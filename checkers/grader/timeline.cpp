@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/comm/op.h"
 #include "engine/trace/recorder.h"
 
 namespace tpsp::checkers {
@@ -18,9 +19,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 double phase_origin(const RankTimeline& r, const std::string& phase) {
   double t0 = 1e300;
   for (const TimedCall& c : r.calls)
-    if (c.phase == phase) t0 = std::min(t0, c.t_issue);
+    if (c.phase == phase) t0 = std::min(t0, c.rec.t_issue);
   for (const ComputeSpan& s : r.compute)
-    if (s.phase == phase) t0 = std::min(t0, s.t_start);
+    if (s.phase == phase) t0 = std::min(t0, s.span.t_start);
   return t0 == 1e300 ? 0 : t0;
 }
 
@@ -28,7 +29,8 @@ std::vector<const ComputeSpan*> gemms(const RankTimeline& r, const std::string& 
                                       const std::string& label) {
   std::vector<const ComputeSpan*> out;
   for (const ComputeSpan& s : r.compute)
-    if (s.phase == phase && s.name == "gemm" && (label.empty() || s.label == label)) out.push_back(&s);
+    if (s.phase == phase && s.span.name == "gemm" && (label.empty() || s.span.label == label))
+      out.push_back(&s);
   return out;
 }
 
@@ -36,32 +38,32 @@ std::vector<const ComputeSpan*> gemms(const RankTimeline& r, const std::string& 
 std::string why_not_hidden(const TimedCall& c, const std::vector<const ComputeSpan*>& gs,
                            const std::string& gemm, double t0) {
   for (const ComputeSpan* g : gs)
-    if (c.t_issue <= g->t_start && g->t_end <= c.t_waited) return "";
+    if (c.rec.t_issue <= g->span.t_start && g->span.t_end <= c.rec.t_waited) return "";
   auto ms = [&](double t) { return fmt::format("{:.3f} ms", (t - t0) * 1e3); };
   const std::string name = gemm.empty() ? "a GEMM" : "the " + gemm + " GEMM";
   // The GEMM it was meant to hide: the first one that had not ended at the issue, else the last one.
   const ComputeSpan* g = nullptr;
   for (const ComputeSpan* s : gs)
-    if (s->t_end >= c.t_issue) {
+    if (s->span.t_end >= c.rec.t_issue) {
       g = s;
       break;
     }
   if (!g && !gs.empty()) g = gs.back();
   if (!g) return fmt::format("no {} ran in this phase at all", name);
-  const std::string ran = fmt::format("{} ran from {} to {}", name, ms(g->t_start), ms(g->t_end));
-  if (c.t_issue > g->t_start)
+  const std::string ran = fmt::format("{} ran from {} to {}", name, ms(g->span.t_start), ms(g->span.t_end));
+  if (c.rec.t_issue > g->span.t_start)
     return fmt::format(
         "issued at {}, after {} started ({}): issue the call first, then compute, so that it is in flight "
         "while the "
         "GEMM runs",
-        ms(c.t_issue), name, ran);
-  if (c.t_waited < g->t_end)
+        ms(c.rec.t_issue), name, ran);
+  if (c.rec.t_waited < g->span.t_end)
     return fmt::format(
         "issued at {} but waited at {}, before {} ended ({}): wait() blocks this thread, so nothing computes "
         "while "
         "you wait; wait after the GEMM",
-        ms(c.t_issue), ms(c.t_waited), name, ran);
-  return fmt::format("issued at {}, waited at {}; {}", ms(c.t_issue), ms(c.t_waited), ran);
+        ms(c.rec.t_issue), ms(c.rec.t_waited), name, ran);
+  return fmt::format("issued at {}, waited at {}; {}", ms(c.rec.t_issue), ms(c.rec.t_waited), ran);
 }
 
 }  // namespace
@@ -76,7 +78,8 @@ std::vector<std::string> check_hidden(const std::vector<RankTimeline>& ranks,
       std::string why;
       const TimedCall* bad = nullptr;
       for (const TimedCall& c : r.calls) {
-        if (c.phase != rule.phase || c.op != rule.op || !ends_with(c.label, rule.label_suffix) || !c.waited)
+        if (c.phase != rule.phase || c.rec.op != rule.op || !ends_with(c.rec.label, rule.label_suffix) ||
+            !c.rec.waited)
           continue;
         if (why = why_not_hidden(c, gs, rule.gemm, phase_origin(r, rule.phase)); !why.empty()) {
           bad = &c;
@@ -85,7 +88,7 @@ std::vector<std::string> check_hidden(const std::vector<RankTimeline>& ranks,
       }
       if (!bad) continue;
       out.push_back(fmt::format("{}: on rank {} the {} '{}' is not in flight across {}: {}", rule.phase, w,
-                                bad->op, bad->label, rule.what, why));
+                                comm::op_name(bad->rec.op), bad->rec.label, rule.what, why));
       break;  // one rank per rule is enough to read
     }
   return out;
@@ -96,13 +99,10 @@ double phase_overlap(const RankTimeline& rank, const std::string& phase) {
   std::vector<trace::ComputeRecord> compute;
   for (const TimedCall& c : rank.calls)
     if (c.phase == phase) {
-      trace::CommRecord rec;
-      rec.t_start = c.t_start;
-      rec.t_end = c.t_end;
-      comm.push_back(rec);
+      comm.push_back(c.rec);
     }
   for (const ComputeSpan& s : rank.compute)
-    if (s.phase == phase) compute.push_back({s.name, s.label, s.t_start, s.t_end});
+    if (s.phase == phase) compute.push_back(s.span);
   return trace::overlap_fraction(comm, compute);
 }
 
@@ -120,9 +120,9 @@ std::string check_overlap(const std::vector<RankTimeline>& ranks, const std::vec
   double comm_s = 0;
   std::vector<double> transfers, gemm_s;
   for (const TimedCall& c : ranks[w].calls)
-    if (c.phase == phase) transfers.push_back(c.t_end - c.t_start);
+    if (c.phase == phase) transfers.push_back(c.rec.t_end - c.rec.t_start);
   for (const ComputeSpan& s : ranks[w].compute)
-    if (s.phase == phase && s.name == "gemm") gemm_s.push_back(s.t_end - s.t_start);
+    if (s.phase == phase && s.span.name == "gemm") gemm_s.push_back(s.span.t_end - s.span.t_start);
   for (double t : transfers) comm_s += t;
   auto median = [](std::vector<double> v) {
     if (v.empty()) return 0.0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "checkers/scenario.h"
+#include "engine/comm/op.h"
 
 namespace tpsp::checkers {
 
@@ -14,7 +15,9 @@ namespace tpsp::checkers {
 /// is issued before some GEMM span labelled `gemm` ("forward", "dgrad", "wgrad"; "" = any GEMM)
 /// starts and waited after it ends. `what` names the pair in reports.
 struct HideRule {
-  std::string phase, op, label_suffix, gemm, what;
+  std::string phase;
+  comm::OpKind op;
+  std::string label_suffix, gemm, what;
 };
 
 /// One paragraph per rank and rule that fails (first offending call only), saying why: issued after

@@ -43,7 +43,7 @@ void ring(std::vector<ExpectedCall>& calls, int tp, uint64_t bytes, const std::s
 
 /// The ring's sends and recvs in `phase` must each be in flight across a GEMM labelled `gemm`.
 void ring_rules(std::vector<HideRule>& rules, const std::string& phase, const std::string& gemm) {
-  for (const char* op : {"send", "recv"})
+  for (const OpKind op : {OpKind::send, OpKind::recv})
     rules.push_back(
         {phase, op, "", gemm, "a chunk's " + gemm + " GEMM (each ring step multiplies while it sends)"});
 }
@@ -102,12 +102,12 @@ Pattern pattern_column(int tp, bool sp) {
 /// The main layer's rules (also fc1's in overlap_under_link).
 std::vector<HideRule> column_rules(bool sp) {
   const std::string wgrad = "the weight-gradient GEMM dW = dYᵀ·X";
-  if (!sp) return {{"backward", "all_reduce", "", "wgrad", wgrad}};
+  if (!sp) return {{"backward", OpKind::all_reduce, "", "wgrad", wgrad}};
   std::vector<HideRule> rules;
   ring_rules(rules, "forward", "forward");
-  rules.push_back({"backward", "all_gather", "", "dgrad",
+  rules.push_back({"backward", OpKind::all_gather, "", "dgrad",
                    "the dgrad GEMM dX = dY·A (it does not need the gathered input)"});
-  rules.push_back({"backward", "reduce_scatter", "", "wgrad", wgrad});
+  rules.push_back({"backward", OpKind::reduce_scatter, "", "wgrad", wgrad});
   return rules;
 }
 
@@ -119,7 +119,7 @@ std::vector<HideRule> column_scenario_rules(bool sp) {
     ring_rules(rules, "frozen.forward", "forward");
   else
     rules.push_back(
-        {"gather_output.backward", "all_reduce", "", "wgrad", "the weight-gradient GEMM dW = dYᵀ·X"});
+        {"gather_output.backward", OpKind::all_reduce, "", "wgrad", "the weight-gradient GEMM dW = dYᵀ·X"});
   return rules;
 }
 

@@ -8,9 +8,8 @@
 // each DIR/rank<w>/:
 //   <output>.npy   every output tensor of the scenario (this rank's local tensor)
 //   result.json    {"status": "ok" | "todo" | "error", "message", "seconds",
-//                   "calls": [{phase, op, group, dim, shape, tensor_bytes, bytes, label, seq, async,
-//                              waited, peer, reduce, t_issue, t_start, t_end, t_waited}, ...],
-//                   "compute": [{phase, name, label, t_start, t_end}, ...],   (seconds, one clock)
+//                   "calls": [...], "compute": [...]   the recorder's records with their phases, in
+//                                  engine/trace/record_json.h's schema (seconds, one clock)
 //                   "host_code": true   only for a scenario that ran on the host (RunContext::run_on_host)}
 //   trace.json     the same calls and compute spans as a Chrome trace (Perfetto; tools/plot_timeline.py),
 //                  also when the scenario raised (the calls up to the error)
@@ -41,32 +40,13 @@
 #include "engine/lab_todo.h"
 #include "engine/parallel_state.h"
 #include "engine/runtime/device_runtime.h"
+#include "engine/trace/record_json.h"
 #include "engine/trace/span.h"
 
 namespace {
 
 using namespace tpsp;
 using nlohmann::json;
-
-json call_json(const trace::CommRecord& r, const std::string& phase) {
-  return {{"phase", phase},
-          {"op", comm::op_name(r.op)},
-          {"group", r.group},
-          {"dim", r.dim},
-          {"shape", r.shape},
-          {"tensor_bytes", r.tensor_bytes},
-          {"bytes", r.bytes},
-          {"label", r.label},
-          {"seq", r.seq},
-          {"async", r.async},
-          {"waited", r.waited},
-          {"peer", r.peer},
-          {"reduce", comm::reduce_op_name(r.reduce)},
-          {"t_issue", r.t_issue},
-          {"t_start", r.t_start},
-          {"t_end", r.t_end},
-          {"t_waited", r.t_waited}};
-}
 
 /// Keeps a communication group open until the process ends. Closing Gloo's pairs one by one waits for
 /// a round of its event loop per pair (tens of milliseconds per run, for nothing: when the process
@@ -130,13 +110,10 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
         calls.push_back(r);
       }
       std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-      for (const trace::CommRecord& r : calls) result["calls"].push_back(call_json(r, phase_of(r.t_issue)));
+      for (const trace::CommRecord& r : calls)
+        result["calls"].push_back(trace::to_json(trace::PhasedCall{phase_of(r.t_issue), r}));
       for (const trace::ComputeRecord& s : rec.compute_records())
-        result["compute"].push_back({{"phase", phase_of(s.t_start)},
-                                     {"name", s.name},
-                                     {"label", s.label},
-                                     {"t_start", s.t_start},
-                                     {"t_end", s.t_end}});
+        result["compute"].push_back(trace::to_json(trace::PhasedSpan{phase_of(s.t_start), s}));
     };
     checkers::RankOutputs outputs;
     try {
