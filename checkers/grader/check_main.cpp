@@ -31,8 +31,8 @@
 #include "checkers/grader/launch.h"
 #include "checkers/grader/prediction.h"
 #include "checkers/grader/report.h"
+#include "checkers/grader/runner.h"
 #include "checkers/scenario.h"
-#include "engine/io/npy.h"
 
 namespace fs = std::filesystem;
 using namespace tpsp::checkers;
@@ -266,22 +266,6 @@ std::vector<bool> sp_settings(const Scenario& sc, const Layout& l) {
   return l.dp > 1 ? std::vector<bool>{true} : std::vector<bool>{false, true};
 }
 
-/// Expected whole tensors, computed once per (scenario, tp, sp) and reused by every run and dump.
-class ExpectedCache {
- public:
-  ExpectedCache(uint64_t seed) : seed_(seed) {}
-  const ExpectedOutputs& get(const Scenario& sc, int tp, bool sp) {
-    const auto key = std::tuple{sc.id(), tp, sp};
-    auto it = cache_.find(key);
-    if (it == cache_.end()) it = cache_.emplace(key, sc.expected(seed_, tp, sp)).first;
-    return it->second;
-  }
-
- private:
-  uint64_t seed_;
-  std::map<std::tuple<std::string, int, bool>, ExpectedOutputs> cache_;
-};
-
 /// Where the runs' files go. Each run creates a few dozen small files (the rendezvous keys, every rank's
 /// dumps, the launcher's log) and deletes them soon after; on a disk file system creating them is most
 /// of the kernel's work in a check, so they go to memory (/dev/shm, a tmpfs) when it can be written.
@@ -353,22 +337,6 @@ void plot_timelines(const std::vector<std::string>& dirs, bool drawable, const s
     std::printf("\n./check --verbose: drawing the timelines failed: see %s/plot.log\n", work.c_str());
 }
 
-/// --verbose: where a run's Chrome traces (one per rank) and its timeline picture are; false when the
-/// ranks wrote no trace (a run that stopped before its scenario ended).
-bool print_trace_paths(const std::string& dir, bool drawable) {
-  if (!fs::exists(dir + "/rank0/trace.json")) return false;
-  std::printf("    traces: %s/rank<r>/trace.json (ui.perfetto.dev or chrome://tracing)\n", dir.c_str());
-  if (drawable) std::printf("    timeline: %s/timeline.png\n", dir.c_str());
-  std::fflush(stdout);
-  return true;
-}
-
-/// Writes the expected whole tensors of a run as .npy beside the ranks' dumps (--verbose).
-void write_expected(const ExpectedOutputs& want, const std::string& dir) {
-  fs::create_directories(dir);
-  for (const auto& [name, e] : want) tpsp::io::save_npy(dir + "/" + name + ".npy", e.whole);
-}
-
 /// Ctrl-C (or SIGTERM) reached ./check: says so, removes the scratch files, returns 130.
 int interrupted(const std::string& work) {
   std::printf("\ninterrupted\n");
@@ -376,39 +344,22 @@ int interrupted(const std::string& work) {
   return 130;
 }
 
-/// Runs `plan` in batches of the runs that share a layout (RunLauncher::launch_runs, under
-/// WORK/batch-<lab>-dp<d>-tp<t>[-sp<s>]/) and returns, per run whose batch ended ok on every rank (its
-/// dumps are then there to grade), its record (with the witness's verdict when confined); nullopt else. A
-/// batch of one is left to be run on its own. Stops early after a Ctrl-C (g_interrupted). SP on and off share
-/// a launch, except when launches are confined (./grade): the ranks of one launch share their uids, so a
-/// scenario's SP run could read the same scenario's non-SP dumps, whose shards are its answer
-/// (tests/grade/class/ATTACKS.md (e)).
-std::vector<std::optional<RunRecord>> run_batches(const std::string& lab, const std::string& bin,
-                                                  const std::vector<PlannedRun>& plan, uint64_t seed,
-                                                  const std::string& work, RunLauncher& launcher) {
-  const bool confined = launcher.settings().confine.has_value();
-  std::map<std::tuple<int, int, int>, std::vector<std::size_t>> batches;
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    const int sp_key = confined ? (plan[i].sp ? 1 : 0) : -1;  // -1: one batch for both
-    batches[{plan[i].layout.dp, plan[i].layout.tp, sp_key}].push_back(i);
+/// The runs of `lab` to check (each scenario × layout × SP setting, --only and --tp applied), each
+/// dumping under WORK/<lab>-<scenario>-dp<d>-tp<t>-sp<s>; `on_host` gets the names of the scenarios of
+/// host code by design among them (Scenario::host_code).
+std::vector<PlannedRun> plan_lab(const std::string& lab, const Options& o, const std::string& work,
+                                 std::string& on_host) {
+  std::vector<PlannedRun> plan;
+  for (const Scenario& sc : all_scenarios()) {
+    if (sc.lab != lab || (!o.only.empty() && sc.name != o.only)) continue;
+    if (sc.host_code) on_host += (on_host.empty() ? "" : ", ") + sc.name;
+    for (const Layout& layout : layouts(sc, o))
+      for (const bool sp : sp_settings(sc, layout))
+        plan.push_back(
+            {&sc, layout, sp,
+             fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp)});
   }
-  std::vector<std::optional<RunRecord>> ok(plan.size());
-  for (const auto& [key, members] : batches) {
-    if (members.size() < 2 || g_interrupted) continue;
-    std::vector<const PlannedRun*> runs;
-    for (std::size_t i : members) runs.push_back(&plan[i]);
-    const auto& [dp, tp, sp_key] = key;
-    const std::string scratch = fmt::format("{}/batch-{}-dp{}-tp{}{}", work, lab, dp, tp,
-                                            sp_key < 0 ? "" : fmt::format("-sp{}", sp_key));
-    fs::create_directories(scratch);
-    const LaunchOutcome out = launcher.launch_runs(bin, runs, seed, batch_budget(runs), scratch);
-    if (out.code != 0) continue;
-    for (std::size_t k = 0; k < members.size(); ++k) {
-      ok[members[k]] = RunRecord{plan[members[k]].dir, 0, ""};
-      if (confined) ok[members[k]]->witness = out.witness.at(k);
-    }
-  }
-  return ok;
+  return plan;
 }
 
 /// ./check LAB --hint [NAME]: the words given (the positional ones and those after --hint, in any
@@ -494,14 +445,13 @@ int main(int argc, char** argv) {
     constexpr double kMiB = 1024.0 * 1024.0;
     launch.confine =
         tpsp::run::Confinement{o.confine_uid, static_cast<unsigned long long>(o.rank_memory_mib * kMiB),
-                         static_cast<unsigned long long>(o.rank_cpu_s),
-                         static_cast<unsigned long long>(o.rank_file_mib * kMiB),
-                         static_cast<unsigned long long>(o.rank_procs)};
+                               static_cast<unsigned long long>(o.rank_cpu_s),
+                               static_cast<unsigned long long>(o.rank_file_mib * kMiB),
+                               static_cast<unsigned long long>(o.rank_procs)};
   }
   RunLauncher launcher(std::move(launch));
-  ExpectedCache expected(o.seed);
   const bool drawable = o.verbose && can_plot();
-  std::vector<std::string> traced;  // --verbose: the runs whose timelines are drawn at the end
+  LabRunner runner(launcher, report, {o.seed, o.timeout, o.verbose, drawable}, g_interrupted);
   for (const std::string& lab : o.labs) {
     // --device cuda: the rank programs' GPU build (checkers/CMakeLists.txt, tpsp_rank_program_cuda).
     const std::string gpu = o.device == "cuda" ? "-cuda" : "";
@@ -522,70 +472,12 @@ int main(int argc, char** argv) {
         return kUsage;
       }
     if (!report.begin_lab(lab, bin)) continue;
-    std::vector<PlannedRun> plan;
-    std::string on_host;  // the scenarios of host code by design (Scenario::host_code) among those run
-    for (const Scenario& sc : all_scenarios()) {
-      if (sc.lab != lab || (!o.only.empty() && sc.name != o.only)) continue;
-      if (sc.host_code) on_host += (on_host.empty() ? "" : ", ") + sc.name;
-      for (const Layout& layout : layouts(sc, o))
-        for (const bool sp : sp_settings(sc, layout))
-          plan.push_back(
-              {&sc, layout, sp,
-               fmt::format("{}/{}-{}-dp{}-tp{}-sp{}", work, lab, sc.name, layout.dp, layout.tp, sp)});
-    }
+    std::string on_host;
+    const std::vector<PlannedRun> plan = plan_lab(lab, o, work, on_host);
     if (o.device != "cpu" && !on_host.empty())
       report.lab_note(
           fmt::format("on the host under --device {} (host code by design): {}", o.device, on_host));
-    for (const PlannedRun& r : plan) fs::create_directories(r.dir);
-    // First the runs that share a layout (SP on or off; confined: each SP setting apart), in one launch each
-    // (an exec and the libraries' start per run saved; each scenario runs in a fresh forked child). Only a
-    // batch whose every rank ended ok counts, and only for its runs that then pass: every other run is run
-    // again on its own below, so a verdict against a learner's code, and what it prints, always come from a
-    // run of that scenario alone. --timeout sets one run's budget, so with it every run is on its own.
-    const std::vector<std::optional<RunRecord>> batched =
-        o.timeout > 0 ? std::vector<std::optional<RunRecord>>(plan.size())
-                      : run_batches(lab, bin, plan, o.seed, work, launcher);
-    if (g_interrupted) return interrupted(work);
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-      if (g_interrupted) return interrupted(work);  // Ctrl-C while the previous run was graded
-      const PlannedRun& r = plan[i];
-      const Scenario& sc = *r.sc;
-      const ExpectedOutputs& want = expected.get(sc, r.layout.tp, r.sp);
-      auto file = [&](GradeResult g, double seconds) {  // --verbose extras, then the report's line
-        if (o.verbose) write_expected(want, r.dir + "/expected");
-        g.seconds = seconds;
-        report.add(g, r.dir);
-        if (o.verbose && print_trace_paths(r.dir, drawable)) traced.push_back(r.dir);
-      };
-      if (batched[i]) {
-        GradeResult g = grade(sc, r.layout, r.sp, want, *batched[i]);
-        if (g.verdict == Verdict::passed) {
-          file(std::move(g), run_seconds(r.dir));
-          continue;
-        }
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      fs::remove_all(r.dir);
-      fs::create_directories(r.dir);
-      const double budget = o.timeout > 0 ? o.timeout : sc.budget_s;
-      const LaunchOutcome out = launcher.launch_runs(bin, {&r}, o.seed, budget, r.dir);
-      const int code = out.code;
-      if (g_interrupted) return interrupted(work);  // Ctrl-C: stop checking, do not grade
-      RunRecord record{r.dir, code, read_file(r.dir + "/launcher.log")};
-      if (launcher.settings().confine)  // a launch refused before it ran has no verdict: say so
-        record.witness = out.witness.empty()
-                             ? std::vector<std::string>{"the grader has no witness record of this run's "
-                                                        "communication (the launch did not run)"}
-                             : out.witness.front();
-      GradeResult g = grade(sc, r.layout, r.sp, want, record);
-      if (code == 124)
-        g.problems.push_back(fmt::format(
-            "the run was stopped after its budget of {} s (the engine's solution needs about 0.1 s): an "
-            "endless loop, or ranks waiting for a call their peers never make; the launcher's lines above "
-            "show where each rank was",
-            budget));
-      file(std::move(g), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
+    if (!runner.run_lab(lab, bin, plan, work)) return interrupted(work);
   }
   if (report.runs() == 0 && report.failed() == 0) {
     std::fprintf(stderr, "./check: no scenario matches%s%s (see ./check --list)\n",
@@ -594,7 +486,7 @@ int main(int argc, char** argv) {
     fs::remove_all(work);
     return kUsage;
   }
-  plot_timelines(traced, drawable, work);
+  plot_timelines(runner.traced(), drawable, work);
   // The prediction of each lab checked (learner's code only): its own line, not counted in the runs.
   if (!o.solution && o.binary.empty() && o.confine_uid < 0)
     for (const std::string& lab : o.labs)
