@@ -112,8 +112,10 @@ class Relay {
       }
       for (std::size_t i = 0; i < pfds.size(); ++i) {
         const int r = who[i];
+        if (!conns_[static_cast<std::size_t>(r)].open) continue;  // closed by an earlier event of this round
         if (pfds[i].revents & POLLOUT) flush(r);
         if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) receive(r);
+        fail_closed();
       }
     }
   }
@@ -163,7 +165,18 @@ class Relay {
     if (!c.open) return;
     c.open = false;
     ::close(c.fd);
-    fail_waiting_for(r);
+    closed_.push_back(r);  // its waiting peers are failed by fail_closed(), outside whatever loop closed it
+  }
+
+  /// Fails what waits for each rank closed since the last call (fail_waiting_for). Closing can happen
+  /// deep inside a loop over the pending calls (a reply that cannot be written closes its rank), so the
+  /// failing runs here, from the event loop, one closed rank at a time; ranks closed meanwhile queue up.
+  void fail_closed() {
+    while (!closed_.empty()) {
+      const int r = closed_.front();
+      closed_.pop_front();
+      fail_waiting_for(r);
+    }
   }
 
   /// Why a call cannot complete once world rank r's connection is gone.
@@ -490,6 +503,7 @@ class Relay {
     }
   }
 
+  std::deque<int> closed_;  // ranks closed whose waiting peers fail_closed() has not failed yet
   std::FILE* log_;
   std::size_t logged_ = 0;  // bytes written to the log
   bool full_ = false;       // the log reached kMaxLog (or failed): every later request is refused
