@@ -11,10 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/comm/op.h"
+#include "engine/trace/record_json.h"
+
 namespace tpsp::checkers {
 
 namespace {
 
+using comm::OpKind;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -44,48 +48,43 @@ struct Seen {
   }
 };
 
-int64_t numel(const json& shape) {
-  int64_t n = 1;
-  for (const json& d : shape) n *= d.is_number_integer() ? d.get<int64_t>() : -1;
-  return n;
-}
-
 /// What the ProcessGroup hands its transport for a recorded call (process_group_calls.cpp): reductions
 /// in float32 whatever the dtype, an all_gather's own shard, a broadcast's payload from its root only.
 /// The grader's pattern check reads tensor_bytes, so it must follow from the shape (f32 or bf16: 4 or 2
 /// bytes an element) and from the bytes the relay carried. `skip` when the call moves nothing between
 /// ranks: a group of one, a collective on an empty tensor (ProcessGroup returns before the transport),
 /// new_group (the relay's own bookkeeping).
-Seen from_record(const json& c, int group_size, int group_rank, bool& skip) {
+Seen from_record(const trace::PhasedCall& c, int group_size, int group_rank, bool& skip) {
+  const trace::CommRecord& r = c.rec;
   Seen s;
-  s.op = c.value("op", "");
-  s.phase = c.value("phase", "");
-  const uint64_t tb = c.value("tensor_bytes", uint64_t{0});
-  const int64_t n = numel(c.value("shape", json::array()));
+  s.op = comm::op_name(r.op);
+  s.phase = c.phase;
+  const uint64_t tb = r.tensor_bytes;
+  int64_t n = 1;
+  for (int64_t d : r.shape) n = d < 0 || n < 0 ? -1 : n * d;
   const uint64_t n4 = static_cast<uint64_t>(std::max<int64_t>(n, 0)) * 4, n2 = n4 / 2;
-  const bool p2p = s.op == "send" || s.op == "recv";
-  s.reduce = c.value("reduce", "sum");
-  const int peer = c.value("peer", -1);
-  skip = s.op == "new_group" || group_size <= 1 || (!p2p && s.op != "barrier" && tb == 0);
+  const bool p2p = r.op == OpKind::send || r.op == OpKind::recv;
+  s.reduce = comm::reduce_op_name(r.reduce);
+  skip = r.op == OpKind::new_group || group_size <= 1 || (!p2p && r.op != OpKind::barrier && tb == 0);
   const uint64_t gs = static_cast<uint64_t>(std::max(group_size, 1));
   bool fits = tb == n4 || tb == n2;  // tensor_bytes = numel · element size
-  if (s.op == "all_reduce" || s.op == "reduce_scatter") {
+  if (r.op == OpKind::all_reduce || r.op == OpKind::reduce_scatter) {
     s.bytes = n4;
-  } else if (s.op == "all_gather") {
+  } else if (r.op == OpKind::all_gather) {
     s.bytes = tb / gs;
     fits = n >= 0 && tb % gs == 0 && (s.bytes == n4 || s.bytes == n2);  // the output: group size × the shard
-  } else if (s.op == "broadcast") {
-    s.bytes = peer == group_rank ? tb : 0;
-  } else if (s.op == "barrier") {
+  } else if (r.op == OpKind::broadcast) {
+    s.bytes = r.peer == group_rank ? tb : 0;
+  } else if (r.op == OpKind::barrier) {
     fits = tb == 0;
   } else {
     s.bytes = tb;
   }
   if (!fits)
-    s.bad = fmt::format("{} #{}: tensor_bytes {} does not follow from its shape {}", s.op, c.value("seq", 0),
-                        tb, c.value("shape", json::array()).dump());
-  if (s.op == "broadcast" || p2p) s.arg = peer;
-  s.pending = !c.value("waited", true) && c.value("t_end", 0.0) == 0.0;
+    s.bad = fmt::format("{} #{}: tensor_bytes {} does not follow from its shape {}", s.op, r.seq, tb,
+                        shape_str(r.shape));
+  if (r.op == OpKind::broadcast || p2p) s.arg = r.peer;
+  s.pending = !r.waited && r.t_end == 0.0;
   return s;
 }
 
@@ -164,6 +163,13 @@ std::vector<std::string> judge_run(const std::vector<json>& log, int ctx, const 
     if (!in) continue;
     const json result = json::parse(in, nullptr, false);
     if (!result.is_object() || !result.contains("calls") || !result["calls"].is_array()) continue;
+    std::vector<trace::PhasedCall> calls;  // the record, parsed once (engine/trace/record_json.h)
+    for (std::size_t k = 0; k < result["calls"].size(); ++k)
+      if (auto c = trace::call_from_json(result["calls"][k]))
+        calls.push_back(std::move(*c));
+      else
+        problems.push_back(
+            fmt::format("rank {}: its record's call {} is not one any rank program writes", w, k));
     // The relay's side: calls in arrival order per group, each in the phase the rank's last mark named.
     std::map<std::string, std::vector<Seen>> rec_coll, rec_p2p, wit_coll, wit_p2p;
     std::map<std::string, int> group_rank;
@@ -188,20 +194,22 @@ std::vector<std::string> judge_run(const std::vector<json>& log, int ctx, const 
       if (kind == "send" || kind == "recv") wit_p2p[group].push_back(from_log(e, phase));
     }
     // The record's side: collectives in seq order, point-to-point in issue order (as result.json lists them).
-    std::vector<std::pair<uint64_t, const json*>> coll;
-    for (const json& c : result["calls"]) coll.emplace_back(c.value("seq", uint64_t{0}), &c);
-    std::stable_sort(coll.begin(), coll.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const json& c : result["calls"]) {
-      const std::string op = c.value("op", ""), group = c.value("group", "");
-      if (op != "send" && op != "recv") continue;
+    std::vector<const trace::PhasedCall*> coll;
+    for (const trace::PhasedCall& c : calls) {
+      const bool p2p = c.rec.op == OpKind::send || c.rec.op == OpKind::recv;
+      const std::string& group = c.rec.group;
+      if (!p2p) {
+        coll.push_back(&c);
+        continue;
+      }
       bool skip = false;
       const Seen s = from_record(c, sizes.count(group) ? sizes[group] : 0, group_rank[group], skip);
       if (!skip) rec_p2p[group].push_back(s);
     }
-    for (const auto& [seq, c] : coll) {
-      const std::string op = c->value("op", ""), group = c->value("group", "");
-      if (op == "send" || op == "recv") continue;
+    std::stable_sort(coll.begin(), coll.end(),
+                     [](const auto* a, const auto* b) { return a->rec.seq < b->rec.seq; });
+    for (const trace::PhasedCall* c : coll) {
+      const std::string& group = c->rec.group;
       bool skip = false;
       const Seen s = from_record(*c, sizes.count(group) ? sizes[group] : 0, group_rank[group], skip);
       if (!skip) rec_coll[group].push_back(s);
