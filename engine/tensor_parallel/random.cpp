@@ -1,7 +1,8 @@
-// Megatron's RNG tracker on Philox states (see random.h). lab02 replaces this translation unit.
+// Megatron's RNG tracker on Philox states (see random.h): the tasks of lab02 (add, fork and unfork,
+// the model-parallel seed); lab02 replaces this translation unit. The plumbing no lab asks for (reset,
+// the states' getters, the Philox draw, dropout masks) is random_tracker.cpp's.
 #include "engine/tensor_parallel/random.h"
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -9,7 +10,6 @@
 
 #include "engine/error.h"
 #include "engine/lab_todo.h"  // the lab skeleton calls TPSP_LAB_TODO
-#include "engine/random/philox.h"
 
 namespace tpsp::tensor_parallel {
 namespace {
@@ -27,21 +27,6 @@ namespace {
 // by TPSP_LAB_TODO) must still compile under -Wall -Wextra -Werror; its unused parameters are left to
 // -Wno-unused-parameter, which every build of a lab file passes (cmake/labs.cmake).
 
-void RngStatesTracker::reset() {
-  TPSP_CHECK(current_name_ == kDefaultRngName, "rng tracker: reset() inside fork('", current_name_,
-             "'); leave the fork first");
-  states_.clear();
-  seeds_.clear();
-}
-
-std::map<std::string, RngState> RngStatesTracker::get_states() const {
-  return states_;
-}
-
-void RngStatesTracker::set_states(std::map<std::string, RngState> states) {
-  states_ = std::move(states);
-}
-
 void RngStatesTracker::add(const std::string& name, uint64_t seed) {
   // TODO(lab02 rng add): Afterwards the tracker holds the state {seed, offset 0} under `name`, and the
   // current generator is unchanged. A seed that an added state already uses, or a name already added:
@@ -54,10 +39,6 @@ void RngStatesTracker::add(const std::string& name, uint64_t seed) {
   seeds_.insert(seed);
   states_[name] = RngState{seed, 0};
   // END SOLUTION
-}
-
-RngStatesTracker::ForkGuard RngStatesTracker::fork(const std::string& name) {
-  return ForkGuard(*this, name);
 }
 
 RngStatesTracker::ForkGuard::ForkGuard(RngStatesTracker& tracker, std::string name)
@@ -99,28 +80,6 @@ RngStatesTracker::ForkGuard::~ForkGuard() {
   // END SOLUTION
 }
 
-std::vector<float> RngStatesTracker::uniform(int64_t n) {
-  TPSP_CHECK(n >= 0, "rng tracker: cannot draw n = ", n, " numbers");
-  std::vector<float> out(static_cast<std::size_t>(n));
-  const uint64_t seed = current_.seed, first = current_.offset;
-  const std::array<uint32_t, 2> key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
-  std::array<uint32_t, 4> lanes{};
-  uint64_t block = std::numeric_limits<uint64_t>::max();
-  for (std::size_t j = 0; j < out.size(); ++j) {  // = random::uniform(seed, stream, first + j), one
-    const uint64_t i = first + j;                 // Philox block per four consecutive indices
-    if (i / 4 != block) {
-      block = i / 4;
-      lanes = random::philox4x32(
-          {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-           static_cast<uint32_t>(kRngTrackerStream), static_cast<uint32_t>(kRngTrackerStream >> 32)},
-          key);
-    }
-    out[j] = static_cast<float>(lanes[i % 4] >> 8) * (1.0f / 16777216.0f);
-  }
-  current_.offset += static_cast<uint64_t>(n);
-  return out;
-}
-
 void model_parallel_manual_seed(RngStatesTracker& tracker, uint64_t seed, int64_t tp_rank) {
   TPSP_CHECK(tp_rank >= 0, "model_parallel_manual_seed: tp_rank = ", tp_rank, " is negative");
   TPSP_CHECK(seed <= std::numeric_limits<uint64_t>::max() - kModelParallelSeedOffset -
@@ -137,16 +96,6 @@ void model_parallel_manual_seed(RngStatesTracker& tracker, uint64_t seed, int64_
   tracker.add(kDataParallelRngName, seed);
   tracker.add(kModelParallelRngName, seed + kModelParallelSeedOffset + static_cast<uint64_t>(tp_rank));
   // END SOLUTION
-}
-
-Tensor dropout_mask_from_tracker(RngStatesTracker& tracker, const Shape& shape, float p) {
-  TPSP_CHECK(p >= 0.f && p < 1.f, "dropout_mask_from_tracker: p = ", p, " is outside [0, 1)");
-  Tensor mask(shape);  // throws ShapeError on a negative extent
-  const std::vector<float> u = tracker.uniform(mask.numel());
-  const float keep = 1.f / (1.f - p);
-  float* m = mask.data();
-  for (std::size_t i = 0; i < u.size(); ++i) m[i] = u[i] >= p ? keep : 0.f;
-  return mask;
 }
 
 }  // namespace tpsp::tensor_parallel
