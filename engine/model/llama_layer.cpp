@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/error.h"
+#include "engine/model/layer_linear_options.h"
 #include "engine/ops/rope.h"
 #include "engine/ops/swiglu.h"
 
@@ -15,14 +16,6 @@ using tensor_parallel::LinearOptions;
 using tensor_parallel::RowParallelLinear;
 
 namespace {
-
-LinearOptions linear_opts(bool sp, bool overlap) {
-  return {.gather_output = false,
-          .input_is_parallel = true,
-          .skip_bias_add = false,
-          .sequence_parallel = sp,
-          .tp_comm_overlap = overlap};
-}
 
 /// Which query heads and key/value groups rank r attends with.
 struct LocalHeads {
@@ -189,15 +182,15 @@ LlamaLayer::LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map
       dqn_w_(cfg.qk_layernorm ? G.at(prefix_ + "self_attention.q_layernorm.weight") : Tensor()),
       dkn_w_(cfg.qk_layernorm ? G.at(prefix_ + "self_attention.k_layernorm.weight") : Tensor()),
       qkv_(P.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(),
-           G.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(), linear_opts(sp, overlap),
+           G.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(), layer_linear_options(sp, overlap),
            prefix_ + "self_attention.linear_qkv"),
       fc1_(P.at(prefix_ + "mlp.linear_fc1.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc1.weight"),
-           Tensor(), linear_opts(sp, overlap), prefix_ + "mlp.linear_fc1"),
+           Tensor(), layer_linear_options(sp, overlap), prefix_ + "mlp.linear_fc1"),
       proj_(P.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(),
-            G.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(), linear_opts(sp, overlap),
+            G.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(), layer_linear_options(sp, overlap),
             prefix_ + "self_attention.linear_proj"),
       fc2_(P.at(prefix_ + "mlp.linear_fc2.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc2.weight"),
-           Tensor(), linear_opts(sp, overlap), prefix_ + "mlp.linear_fc2") {}
+           Tensor(), layer_linear_options(sp, overlap), prefix_ + "mlp.linear_fc2") {}
 
 Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerContext& ctx,
                            const std::vector<int64_t>& positions) const {
