@@ -58,6 +58,15 @@ Tensor cut(const Tensor& whole, const shards::RankSlice& s, const Placement& pla
   return parts.size() == 1 ? parts[0] : cat(parts, placement.dim);
 }
 
+/// Every (layout name, the layer's tensor) of `seen` has rank r's shape in the layout.
+void expect_shapes(const std::vector<shards::TensorLayout>& layout, int r,
+                   const std::vector<std::pair<std::string, const Tensor*>>& seen) {
+  for (const auto& [name, t] : seen)
+    expect(t->shape() == find(layout, name).ranks[r].shape, name + ": the layer's tensor is " +
+                                                                shape_str(t->shape()) + ", the layout says " +
+                                                                shape_str(find(layout, name).ranks[r].shape));
+}
+
 /// Layer 0 of a ParallelGPT at tp (SP on or off) on forked ranks: every parameter's shard against the
 /// layout (shape; for the four weight matrices, values too), then a TransformerLayer forward on
 /// those shards and every saved activation's shape against the layout.
@@ -107,10 +116,7 @@ void check_against_engine(int tp, bool sp) {
                                                                   {"fc1", &saved.fc1},
                                                                   {"gelu", &saved.fc2_in.input},
                                                                   {"y", &y}};
-    for (const auto& [name, t] : seen)
-      expect(t->shape() == find(layout, name).ranks[r].shape,
-             name + ": the layer's tensor is " + shape_str(t->shape()) + ", the layout says " +
-                 shape_str(find(layout, name).ranks[r].shape));
+    expect_shapes(layout, r, seen);
   };
   const std::string f = failures(run_ranks(tp, fn, 60));
   CHECK_MESSAGE(f.empty(), f);
@@ -176,10 +182,7 @@ void check_llama_against_engine(int tp, bool sp, int64_t groups) {
                                                                   {"fc1", &saved.gate_up},
                                                                   {"swiglu", &saved.fc2_in.input},
                                                                   {"y", &y}};
-    for (const auto& [name, t] : seen)
-      expect(t->shape() == find(layout, name).ranks[r].shape,
-             name + ": the layer's tensor is " + shape_str(t->shape()) + ", the layout says " +
-                 shape_str(find(layout, name).ranks[r].shape));
+    expect_shapes(layout, r, seen);
     // The fused QKV linear's output is not kept; its width is the local weight's rows.
     expect(find(layout, "qkv").ranks[r].shape.back() ==
                params.at("decoder.layers.0.self_attention.linear_qkv.weight").size(0),
