@@ -25,12 +25,12 @@ class NotImplemented : public std::logic_error {
 [[noreturn]] void lab_todo(const char* what, const char* file, int line);
 
 /// The parts of a NotImplemented message "not implemented yet: lab02 TransformerLayer forward: <TODO
-/// text> (/path/labs/lab02_transformer_block/transformer_layer.cpp:87)": lab "lab02", what "lab02
-/// TransformerLayer forward", where "labs/lab02_transformer_block/transformer_layer.cpp:87" (the path
+/// text> (/path/labs/lab02_transformer_block/transformer_layer.cpp:27)": lab "lab02", what "lab02
+/// TransformerLayer forward", where "labs/lab02_transformer_block/transformer_layer.cpp:27" (the path
 /// from the project's labs/ or engine/ folder on). Fields are empty when the message has no such part.
 struct LabTodo {
   std::string lab, what, where;
-  /// "lab02 TransformerLayer forward (labs/lab02_transformer_block/transformer_layer.cpp:87)".
+  /// "lab02 TransformerLayer forward (labs/lab02_transformer_block/transformer_layer.cpp:27)".
   std::string brief() const { return what + (where.empty() ? "" : " (" + where + ")"); }
 };
 LabTodo parse_lab_todo(const std::string& message);

@@ -1,10 +1,10 @@
 // The relay: a star-topology transport in one process that moves every byte between the ranks itself
-// (engine/comm/relay/protocol.h; the ranks' side is RelayBackend). Two uses: under ./grade the witness
-// relay, which also writes each request down as it arrives, in a file the ranks cannot reach, so that the
-// grader compares each rank's own record of its calls with what really crossed (checkers/grader/
-// witness_judge.h: a record forged in the rank's memory no longer matches); and `tpsp-run --backend
-// relay`, a transport for any rank program on a build or a machine without Gloo (slower: every byte goes
-// through one process).
+// (engine/comm/relay/protocol.h; the ranks' side is RelayBackend). Its uses: ./check's launches (the
+// default transport); under ./grade the witness relay, which also writes each request down as it
+// arrives, in a file the ranks cannot reach, so that the grader compares each rank's own record of its
+// calls with what really crossed (checkers/sandbox/witness_judge.h: a record forged in the rank's memory
+// no longer matches); and `tpsp-run --backend relay`, a transport for any rank program on a build or a
+// machine without Gloo (slower for large tensors: every byte goes through one process).
 #pragma once
 
 #include <string>

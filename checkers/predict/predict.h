@@ -1,7 +1,8 @@
 // "Predict the communication" (issue 14): before implementing a lab, the learner writes the calls one
 // step of that lab's layer makes — phase, op, group, dim, bytes — in labs/<lab dir>/prediction.txt,
 // and `./check labNN --predict` compares them, in order, with the step's calls and explains each
-// difference. The step's calls are closed forms written here, in the grader (they are what
+// difference. The step's calls are closed forms in the grader, each lab's in checkers/labNN/predict.cpp
+// beside its scenarios (step_helpers.h; they are what
 // checkers/*/expected.cpp's patterns require of the same layers, at the step's sizes); they never
 // come from running the learner's code. tests/predict/ checks them against the communication
 // recorder of the engine's solution running the same step.

@@ -15,8 +15,9 @@ namespace tpsp::comm {
 ///    else (world size 1 only) an in-process store. Every context uses its own key prefix, so
 ///    init_from_env may be called again in the same process.
 ///  - transport: Gloo tcp on 127.0.0.1, or on TPSP_GLOO_IFNAME (an interface name, e.g. eth0) or
-///    TPSP_GLOO_HOSTNAME (an address to bind) when set; under ./grade, when TPSP_RELAY_FD names the
-///    grader's witness relay socket, the relay instead (relay/relay_backend.h; no store is used).
+///    TPSP_GLOO_HOSTNAME (an address to bind) when set (Gloo builds only); when TPSP_RELAY_FD names a
+///    launcher's relay socket (./check, ./grade, tpsp-run --backend relay), the relay instead
+///    (relay/relay_backend.h; no store is used).
 ///  - options: TPSP_COMM_TIMEOUT (seconds, default 60), TPSP_COMM_FINGERPRINT (0 turns the check off),
 ///    TPSP_LINK (link emulation, see LinkModel::parse), TPSP_COMM_CHECK_BUFFERS (1: an async call's
 ///    buffers must not change before its wait(), and its output reads NaN until it completes; ./check
@@ -28,7 +29,7 @@ std::shared_ptr<ProcessGroup> init_from_env();
 /// Same, with explicit options instead of the TPSP_COMM_* / TPSP_LINK variables.
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options);
 
-/// The world's CPU transport alone (Gloo; the grader's relay when TPSP_RELAY_FD is set), from the same
+/// The world's CPU transport alone (Gloo; the relay when TPSP_RELAY_FD is set), from the same
 /// variables and with the same errors as init_from_env (which is create_world over it): for a program that wraps it, e.g. CUDA tensors
 /// staged over Gloo, ProcessGroup::create_world(cuda::host_staged(cpu_backend_from_env(o)), o)
 /// (engine/comm/cuda/host_staged_backend.h). options.timeout bounds the rendezvous.

@@ -188,8 +188,8 @@ std::shared_ptr<comm::ProcessGroup> init_world(DeviceChoice d, const std::string
                "--backend nccl needs --device cuda (nccl moves GPU memory only; got --device ",
                device_choice_name(d), ")");
     TPSP_CHECK(std::getenv("TPSP_RELAY_FD") == nullptr,
-               "--backend nccl: under the grader's witness relay every byte must pass the witness; "
-               "graded runs use the relay, staged through host memory");
+               "--backend nccl: the ranks were started through a relay (TPSP_RELAY_FD is set), which must "
+               "carry every byte; start them without it (tpsp-run --backend gloo, ./check --backend nccl)");
     return nccl_world_from_env(o);
   }
   TPSP_CHECK(backend == "gloo" || backend == "relay", "backend '", backend,

@@ -53,8 +53,9 @@ Device activate(DeviceChoice d);
 /// The world group for `d` and `backend` ("gloo", "relay" or "nccl"), with options from the environment
 /// (comm::options_from_env), after activate(d). ShapeError for an unknown backend, relay without
 /// TPSP_RELAY_FD ("start the ranks with tpsp-run --backend relay"), nccl without
-/// --device cuda ("nccl moves GPU memory only"), nccl in a build without NCCL, and nccl under the
-/// grader's witness relay (TPSP_RELAY_FD: every byte must pass the witness); otherwise the errors of
+/// --device cuda ("nccl moves GPU memory only"), nccl in a build without NCCL, nccl under a relay
+/// (TPSP_RELAY_FD: the relay must carry every byte), and gloo under a relay ("pass --backend relay");
+/// otherwise the errors of
 /// comm::init_from_env and of the NCCL rendezvous (CommError naming NCCL's words).
 std::shared_ptr<comm::ProcessGroup> init_world(DeviceChoice d, const std::string& backend);
 

@@ -77,8 +77,8 @@ int parse_command_line(int argc, char** argv, Options* opts) {
       "  tpsp-run -n 4 -- ./build/bin/demo --steps 10      (4 local processes)\n"
       "  srun -K -n 4 tpsp-run -- ./build/bin/demo         (one task of a Slurm step; -K stops\n"
       "                                                     the other tasks when one fails)\n\n"
-      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR and\n"
-      "OPENBLAS_NUM_THREADS. Exit code: 0 when all ranks exit 0; else the first failed rank's code\n"
+      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR (--backend relay:\n"
+      "TPSP_RELAY_FD=3 instead) and OPENBLAS_NUM_THREADS. Exit code: 0 when all ranks exit 0; else the first failed rank's code\n"
       "(128+signal if it was killed), 124 on --timeout, 128+signal when interrupted, 2 for bad usage.",
       "tpsp-run"};
   app.add_option("-n,--nproc", opts->nproc, "number of ranks to start on this machine (local mode)");

@@ -1,8 +1,9 @@
-// RelayBackend: the transport of a rank under ./grade. Every call is sent to the grader's witness relay
-// (launch/relay_server.h) over one socket (protocol.h), which moves the bytes between the
-// ranks itself and writes each call down where the rank cannot reach it, so the grader can compare the
-// rank's own Recorder with what really crossed (issue 13: a record forged in the rank's memory no
-// longer passes). Slower than Gloo (every byte goes through one process); never used outside grading.
+// RelayBackend: a rank's transport through a relay process (launch/relay_server.h) over one socket
+// (protocol.h), which moves the bytes between the ranks itself: ./check's default, ./grade's only one
+// (there the relay also writes each call down where the rank cannot reach it, so the grader compares the
+// rank's own Recorder with what really crossed: a record forged in the rank's memory no longer passes),
+// `tpsp-run --backend relay`'s for any program, and the only transport of a build configured with
+// -DTPSP_WITH_GLOO=OFF. Slower than Gloo for large tensors (every byte goes through one process).
 //
 // Chosen by init_from_env (env.h) when TPSP_RELAY_FD names an open descriptor. One connection serves the
 // world and every subgroup (each a relay group id). Errors: CommTimeoutError when the relay did not
