@@ -22,9 +22,9 @@ build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPSP_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 
-## make test: build plain and ASan+UBSan configurations and run every test in both; then the build
-## without Gloo (test-nogloo).
-test: test-plain test-asan test-nogloo
+## make test: first the build without Gloo (test-nogloo), then plain and ASan+UBSan configurations with
+## every test run in both (the last lines are ctest's summary).
+test: test-nogloo test-plain test-asan
 
 ## A learner copy (make release) ships no tests/: say so instead of passing on nothing.
 full-repo:
