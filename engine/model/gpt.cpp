@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/model/finalize_grads.h"
+#include "engine/model/llama_tp.h"
 #include "engine/ops/rmsnorm.h"
 #include "engine/random/init.h"
 #include "engine/trace/span.h"
@@ -88,8 +89,12 @@ void ParallelGPT::init_parameters() {
     return draw(name, spec.global_shape);
   };
   for (const auto& [name, spec] : specs_) {
-    const Tensor shard =
-        shard_of(whole_of(name, spec), spec.placement, ps_.tp_rank(), ps_.tp_size()).to(opt_.device);
+    // The fused fc1's stride-2 shard is lab05's (shard_linear_fc1, equal to spec.placement's).
+    const Tensor whole = whole_of(name, spec);
+    const Tensor shard = (cfg_.llama() && name.ends_with("mlp.linear_fc1.weight")
+                              ? shard_linear_fc1(whole, ps_.tp_rank(), ps_.tp_size())
+                              : shard_of(whole, spec.placement, ps_.tp_rank(), ps_.tp_size()))
+                             .to(opt_.device);
     if (opt_.param_dtype == DType::f32) {
       params_[name] = shard;
     } else {
@@ -208,9 +213,7 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
   Tensor x = embedding_->forward(ids, tp).to(DType::f32);
   S->seq_start = opt_.sequence_parallel ? tp.rank() * (s / tp.size()) : 0;
   if (cfg_.llama()) {  // rotary positions of the whole sequence, restarting in each packed sequence
-    for (const PositionRun& r :
-         packed_position_runs(cu_seqlens.empty() ? std::vector<int64_t>{0, s} : cu_seqlens, 0, s))
-      for (int64_t k = 0; k < r.rows; ++k) S->positions.push_back(r.position + k);
+    S->positions = rotary_positions(x.size(0), S->ctx);
   } else if (cu_seqlens.empty()) {
     ops::position_embedding_add(x, params_.at("embedding.position_embeddings.weight"), S->seq_start);
   } else {  // positions restart at 0 in each packed sequence
@@ -324,7 +327,11 @@ void ParallelGPT::finalize_grads() {
   std::vector<Tensor*> sp, all;
   for (auto& [name, g] : grads_) {
     // Partial over TP: replicated parameters under SP, and the per-head q/k_layernorm weights always.
-    if (specs_.at(name).sequence_parallel || specs_.at(name).partial_over_tp) sp.push_back(&g);
+    // The Llama block's RMSNorm weights: lab05's rule (the same as the specs' flags).
+    const bool partial = cfg_.llama() && name.ends_with("layernorm.weight")
+                             ? norm_grad_partial_over_tp(name, opt_.sequence_parallel)
+                             : specs_.at(name).sequence_parallel || specs_.at(name).partial_over_tp;
+    if (partial) sp.push_back(&g);
     all.push_back(&g);
   }
   if (!sp.empty()) allreduce_sequence_parallel_grads(sp, ps_.tp());

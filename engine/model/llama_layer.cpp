@@ -1,11 +1,10 @@
-// LlamaLayer forward/backward and the fused layouts of its weights (see llama_layer.h).
+// LlamaLayer forward/backward (see llama_layer.h); the fused layouts are in llama_fuse.cpp, the
+// tensor-parallel pieces lab05 writes in llama_tp.cpp.
 #include "engine/model/llama_layer.h"
-
-#include <functional>
-#include <numeric>
 
 #include "engine/error.h"
 #include "engine/model/layer_linear_options.h"
+#include "engine/model/llama_tp.h"
 #include "engine/ops/rope.h"
 #include "engine/ops/swiglu.h"
 
@@ -17,83 +16,11 @@ using tensor_parallel::RowParallelLinear;
 
 namespace {
 
-/// Which query heads and key/value groups rank r attends with.
-struct LocalHeads {
-  int64_t groups;      ///< key/value groups on this rank
-  int64_t per;         ///< query heads per local group
-  bool gathered;       ///< tp > groups: the QKV activation is all-gathered, one group kept
-  int64_t group;       ///< (gathered) the group kept: r / (tp / groups)
-  int64_t first_head;  ///< (gathered) its first query head within the group
-};
-LocalHeads local_heads(const LlamaLayerConfig& cfg, int r, int tp) {
-  const int64_t G = cfg.groups(), Q = cfg.heads / G;
-  if (G % tp == 0) return {G / tp, Q, false, 0, 0};
-  const int64_t ranks_per_group = tp / G, per = Q / ranks_per_group;
-  return {1, per, true, r / ranks_per_group, (r % ranks_per_group) * per};
-}
-
-Tensor cols(const Tensor& t, int64_t start, int64_t width) {
-  return t.narrow_copy(2, start, width);
-}
-Tensor zeros_like_rows(const Tensor& t, int64_t width) {
-  return Tensor({t.size(0), t.size(1), width}, DType::f32, t.device());
-}
-
-/// q [s, b, groups·per·d], k and v [s, b, groups·d] of the heads [first, first + per) of each group of t,
-/// an activation laid out per group with per_in query heads each.
-struct QKV {
-  Tensor q, k, v;
-};
-QKV split_groups(const Tensor& t, int64_t groups, int64_t per_in, int64_t first, int64_t per, int64_t d) {
-  std::vector<Tensor> q, k, v;
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t base = g * (per_in + 2) * d;
-    q.push_back(cols(t, base + first * d, per * d));
-    k.push_back(cols(t, base + per_in * d, d));
-    v.push_back(cols(t, base + (per_in + 1) * d, d));
-  }
-  return {cat(q, 2), cat(k, 2), cat(v, 2)};
-}
-
-/// The per-group layout [q of the group's per heads | k | v] of q, k, v with `groups` groups.
-Tensor join_groups(const QKV& x, int64_t groups, int64_t per, int64_t d) {
-  std::vector<Tensor> parts;
-  for (int64_t g = 0; g < groups; ++g) {
-    parts.push_back(cols(x.q, g * per * d, per * d));
-    parts.push_back(cols(x.k, g * d, d));
-    parts.push_back(cols(x.v, g * d, d));
-  }
-  return cat(parts, 2);
-}
-
-/// The whole [s, b, G·(Q+2)·d] gradient that is zero except for this rank's group: its query heads
-/// [first, first + per), its k and its v (the reduce-scatter of the forward's gather sums these).
-Tensor scatter_group(const QKV& d_local, const LlamaLayerConfig& cfg, const LocalHeads& L) {
-  const int64_t d = cfg.head_dim(), Q = cfg.heads / cfg.groups(), w = (Q + 2) * d;
-  std::vector<Tensor> parts;
-  auto zeros = [&](int64_t width) {
-    if (width > 0) parts.push_back(zeros_like_rows(d_local.q, width));
-  };
-  zeros(L.group * w + L.first_head * d);
-  parts.push_back(d_local.q);
-  zeros((Q - L.first_head - L.per) * d);
-  parts.push_back(d_local.k);
-  parts.push_back(d_local.v);
-  zeros((cfg.groups() - L.group - 1) * w);
-  return cat(parts, 2);
-}
-
 Tensor per_head(const Tensor& x, int64_t d) {
   return x.reshape({x.size(0), x.size(1), x.size(2) / d, d});
 }
 Tensor merged(const Tensor& x) {
   return x.reshape({x.size(0), x.size(1), x.size(2) * x.size(3)});
-}
-
-const Tensor& whole_param(const std::map<std::string, Tensor>& P, const std::string& name) {
-  const auto it = P.find(name);
-  TPSP_CHECK(it != P.end(), "fuse_llama_layer: parameter '", name, "' is missing");
-  return it->second;
 }
 
 }  // namespace
@@ -104,68 +31,6 @@ std::size_t LlamaLayerSaved::bytes() const {
                           &q_norm.rstd, &k_norm.y, &k_norm.rstd, &qkv, &attn.out, &attn.probs, &gate_up})
     n += t->nbytes();
   return n + fc2_in.input.nbytes();
-}
-
-Tensor fuse_llama_weight(const std::string& name, const LlamaLayerConfig& cfg,
-                         const std::function<Tensor(const std::string&)>& part) {
-  const std::string qkv = "self_attention.linear_qkv.weight", fc1 = "mlp.linear_fc1.weight";
-  if (name.ends_with(fc1)) {
-    const std::string p = name.substr(0, name.size() - fc1.size());
-    return cat({part(p + "mlp.linear_gate.weight"), part(p + "mlp.linear_up.weight")}, 0);
-  }
-  TPSP_CHECK(name.ends_with(qkv), "fuse_llama_weight: '", name, "' is not a fused Llama weight");
-  const std::string p = name.substr(0, name.size() - qkv.size());
-  const int64_t d = cfg.head_dim(), G = cfg.groups(), Q = cfg.heads / G;
-  const Tensor wq = part(p + "self_attention.linear_q.weight"),
-               wk = part(p + "self_attention.linear_k.weight"),
-               wv = part(p + "self_attention.linear_v.weight");
-  std::vector<Tensor> rows;  // per group: its Q query heads' rows, then k's and v's d rows
-  for (int64_t g = 0; g < G; ++g) {
-    rows.push_back(wq.narrow_copy(0, g * Q * d, Q * d));
-    rows.push_back(wk.narrow_copy(0, g * d, d));
-    rows.push_back(wv.narrow_copy(0, g * d, d));
-  }
-  return cat(rows, 0);
-}
-
-std::map<std::string, Tensor> fuse_llama_layer(const std::map<std::string, Tensor>& W,
-                                               const LlamaLayerConfig& cfg, const std::string& p) {
-  const auto part = [&](const std::string& n) { return whole_param(W, n); };
-  std::map<std::string, Tensor> out;
-  for (const char* n : {"self_attention.linear_qkv.weight", "mlp.linear_fc1.weight"})
-    out[p + n] = fuse_llama_weight(p + n, cfg, part);
-  std::vector<std::string> rest{"input_layernorm.weight", "pre_mlp_layernorm.weight",
-                                "self_attention.linear_proj.weight", "mlp.linear_fc2.weight"};
-  if (cfg.qk_layernorm)
-    rest.insert(rest.end(), {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"});
-  for (const std::string& n : rest) out[p + n] = whole_param(W, p + n);
-  return out;
-}
-
-std::map<std::string, Tensor> fused_model_parameters(const GPTConfig& cfg,
-                                                     const std::map<std::string, Tensor>& whole) {
-  if (!cfg.llama()) return whole;
-  std::map<std::string, Tensor> out = whole;
-  for (int64_t i = 0; i < cfg.layers; ++i) {
-    const std::string p = "decoder.layers." + std::to_string(i) + ".";
-    out.merge(fuse_llama_layer(whole, llama_layer_config(cfg), p));
-    for (const char* n : {"self_attention.linear_q.weight", "self_attention.linear_k.weight",
-                          "self_attention.linear_v.weight", "mlp.linear_gate.weight", "mlp.linear_up.weight"})
-      out.erase(p + n);
-  }
-  return out;
-}
-
-std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tensor>& W,
-                                                const LlamaLayerConfig& cfg, const std::string& p, int r,
-                                                int tp) {
-  cfg.validate(tp);
-  const auto specs =
-      llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.groups(), cfg.ffn, cfg.qk_layernorm, p, false);
-  std::map<std::string, Tensor> out;
-  for (const auto& [name, whole] : fuse_llama_layer(W, cfg, p))
-    out[name] = shard_of(whole, specs.at(name).placement, r, tp);
-  return out;
 }
 
 LlamaLayer::LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map<std::string, Tensor>& P,
@@ -206,23 +71,15 @@ Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerConte
              ctx.sequence_parallel ? " under SP ([s/tp, b, h])" : " ([s, b, h])");
   TPSP_CHECK(positions.empty() || static_cast<int64_t>(positions.size()) == ctx.seq, prefix_,
              "forward: ", positions.size(), " positions for s=", ctx.seq, " tokens");
-  S.positions = positions;
-  if (S.positions.empty()) {
-    S.positions.resize(static_cast<std::size_t>(ctx.seq));
-    std::iota(S.positions.begin(), S.positions.end(), int64_t{0});
-  }
+  S.positions = positions.empty() ? rotary_positions(x.size(0), ctx) : positions;
+  TPSP_CHECK(static_cast<int64_t>(S.positions.size()) == ctx.seq, prefix_, "forward: rotary_positions gave ",
+             S.positions.size(), " positions for s=", ctx.seq,
+             " tokens (one per token of the whole sequence)");
   const LocalHeads L = local_heads(cfg_, r, tp);
   S.x_in = x;
   S.ln1 = ops::rmsnorm_forward(x, ln1_w_, cfg_.norm_eps);
-  Tensor qkv = qkv_.forward(S.ln1.y, S.qkv_in, *ctx.tp);  // [s, b, rows/tp] (SP: gathered over s)
-  QKV parts;
-  if (L.gathered) {
-    const Tensor whole = ctx.tp->all_gather(qkv, 2, {prefix_ + "self_attention.qkv_gather"});
-    const int64_t Q = cfg_.heads / cfg_.groups();
-    parts = split_groups(cols(whole, L.group * (Q + 2) * d, (Q + 2) * d), 1, Q, L.first_head, L.per, d);
-  } else {
-    parts = split_groups(qkv, L.groups, L.per, 0, L.per, d);
-  }
+  const Tensor qkv = qkv_.forward(S.ln1.y, S.qkv_in, *ctx.tp);  // [s, b, rows/tp] (SP: gathered over s)
+  QKV parts = qkv_to_local_heads(qkv, cfg_, L, *ctx.tp, prefix_ + "self_attention.qkv_gather");
   S.q_raw = parts.q;
   S.k_raw = parts.k;
   S.v = parts.v;
@@ -266,9 +123,7 @@ Tensor LlamaLayer::backward(const Tensor& dy, const LlamaLayerSaved& S, const La
     g.q = merged(ops::rmsnorm_backward(per_head(g.q, d), per_head(S.q_raw, d), qn_w_, S.q_norm.rstd, dqn_w_));
     g.k = merged(ops::rmsnorm_backward(per_head(g.k, d), per_head(S.k_raw, d), kn_w_, S.k_norm.rstd, dkn_w_));
   }
-  const Tensor dqkv = L.gathered ? ctx.tp->reduce_scatter(scatter_group(g, cfg_, L), 2, comm::ReduceOp::sum,
-                                                          {prefix_ + "self_attention.qkv_gather"})
-                                 : join_groups(g, L.groups, L.per, d);
+  const Tensor dqkv = local_heads_to_qkv_grad(g, cfg_, L, *ctx.tp, prefix_ + "self_attention.qkv_gather");
   const Tensor da = qkv_.backward(dqkv, S.qkv_in, *ctx.tp);
   return ops::add(dx_mid, ops::rmsnorm_backward(da, S.x_in, ln1_w_, S.ln1.rstd, dln1_w_));
 }

@@ -82,8 +82,8 @@ class LlamaLayer {
              std::map<std::string, Tensor>& grads, int tp, bool sequence_parallel,
              bool tp_comm_overlap = false);
   /// x: [s, b, h] (or this rank's [s/tp, b, h] under SP) → same shape. positions: the whole
-  /// sequence's s positions (empty: 0 … s−1; packed sequences need their restarting positions passed
-  /// here, as ParallelGPT does: RoPE is relative, so a wrong restart cannot show in the outputs). Throws
+  /// sequence's s positions (empty: rotary_positions(x.size(0), ctx), restarting in each packed sequence
+  /// of ctx.cu_seqlens; RoPE is relative, so a wrong restart cannot show in the outputs). Throws
   /// ShapeError, before any collective, for an input that disagrees with ctx or positions of another
   /// count.
   Tensor forward(const Tensor& x, LlamaLayerSaved& saved, const LayerContext& ctx,

@@ -1,0 +1,216 @@
+// lab05 in the grader: expected tensors from the single-process Llama layer with UNFUSED weights
+// (reference/llama_layer.h) and closed forms, placements from the engine's shard specs, and the calls of
+// one layer on the TP group (the QKV gather and its reduce-scatter when groups < tp, the norm gradients'
+// one all-reduce).
+#include "checkers/lab05/lab05.h"
+#include "checkers/scenario.h"
+#include "engine/model/llama_layer.h"
+#include "engine/model/sharding.h"
+#include "reference/llama_layer.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using comm::OpKind;
+using namespace lab05;
+
+ExpectedOutputs expected_fc1_shard(uint64_t seed, int, bool) {
+  return {
+      {"fc1_shard",
+       {.whole = fc1_whole(seed, FFN),
+        .placement = Placement::Shard(0, 2),
+        .meaning = "rank r holds [W_gate rows r·ffn/tp … (r+1)·ffn/tp; the same rows of W_up] of the fused "
+                   "[W_gate; W_up], so that its fc1 output splits into [gate_r | up_r]"}}};
+}
+
+/// The LocalHeads of every rank, [tp, 5] rows of (groups, per, gathered, group, first_head).
+ExpectedOutputs expected_local_heads(uint64_t, int tp, bool) {
+  ExpectedOutputs out;
+  for (const LlamaCase& c : llama_cases(tp)) {
+    const int64_t Q = c.heads / c.groups;
+    std::vector<float> rows;
+    for (int r = 0; r < tp; ++r) {
+      if (c.groups % tp == 0) {
+        rows.insert(rows.end(), {static_cast<float>(c.groups / tp), static_cast<float>(Q), 0, 0, 0});
+      } else {
+        const int64_t sharing = tp / c.groups, per = c.heads / tp;
+        rows.insert(rows.end(), {1, static_cast<float>(per), 1, static_cast<float>(r / sharing),
+                                 static_cast<float>((r % sharing) * per)});
+      }
+    }
+    out[c.name] = {.whole = Tensor::from({tp, 5}, rows),
+                   .placement = Placement::Shard(0),
+                   .meaning =
+                       "(local groups, query heads per local group, gathered 0/1, the group kept, its first "
+                       "query head) for heads=" +
+                       std::to_string(c.heads) + ", groups=" + std::to_string(c.groups)};
+  }
+  return out;
+}
+
+/// The rotated q [s, b, heads·d] and k [s, b, G·d] inside the reference's per-head [q_n | k_g | v_g].
+std::pair<Tensor, Tensor> rotated_qk(const Tensor& mha_qkv, const LlamaCase& c) {
+  std::vector<Tensor> q, k;
+  const int64_t per = c.heads / c.groups;
+  for (int64_t n = 0; n < c.heads; ++n) q.push_back(mha_qkv.narrow_copy(2, n * 3 * D, D));
+  for (int64_t g = 0; g < c.groups; ++g) k.push_back(mha_qkv.narrow_copy(2, g * per * 3 * D + D, D));
+  return {cat(q, 2), cat(k, 2)};
+}
+
+std::vector<int64_t> packed_positions(bool packed) {
+  std::vector<int64_t> positions;
+  const std::vector<int64_t> cu = packed ? kPackedCu : std::vector<int64_t>{0, S};
+  for (std::size_t i = 0; i + 1 < cu.size(); ++i)
+    for (int64_t t = cu[i]; t < cu[i + 1]; ++t) positions.push_back(t - cu[i]);
+  return positions;
+}
+
+ExpectedOutputs expected_layer(uint64_t seed, int tp, bool sp, bool packed) {
+  const int64_t b = packed ? 1 : 2;
+  ExpectedOutputs out;
+  for (const LlamaCase& c : llama_cases(tp)) {
+    reference::LlamaLayerSpec spec{.hidden = c.heads * D,
+                                   .heads = c.heads,
+                                   .query_groups = c.groups,
+                                   .ffn = FFN,
+                                   .qk_layernorm = true,
+                                   .positions = packed_positions(packed)};
+    if (packed) spec.cu_seqlens = kPackedCu;
+    const std::map<std::string, Tensor> W = whole_params(seed, c);
+    reference::ParamMap params(W.begin(), W.end()), grads;
+    for (const auto& [name, t] : W) grads[name] = Tensor(t.shape());
+    reference::LlamaLayerActs acts;
+    const Tensor y = reference::llama_layer_forward(layer_x(seed, c, b), params, "", spec, acts);
+    const Tensor dx = reference::llama_layer_backward(layer_dy(seed, c, b), params, "", spec, acts, grads);
+    const auto [q, k] = rotated_qk(acts.mha_qkv, c);
+    const Placement rows = sp ? Placement::Shard(0) : Placement::Replicate();
+    std::vector<float> positions(spec.positions.begin(), spec.positions.end());
+    const std::string p = c.name + ".";
+    out[p + "y"] = {y, rows};
+    out[p + "dx"] = {dx, rows};
+    out[p + "q_rotated"] = {
+        .whole = q,
+        .placement = Placement::Shard(2),
+        .meaning = "q after q_layernorm and RoPE: rank r's heads [r·heads/tp, (r+1)·heads/tp)"};
+    out[p + "k_rotated"] = {
+        .whole = k,
+        .placement = c.groups % tp == 0 ? Placement::Shard(2)
+                                        : Placement::ShardOverGroups(2, static_cast<int>(c.groups)),
+        .meaning = "k after k_layernorm and RoPE, of the key/value groups rank r attends with"};
+    out[p + "positions"] = {.whole = Tensor::from({S}, positions),
+                            .meaning =
+                                "RoPE's position of each token of the whole sequence (restarting at 0 in "
+                                "each packed document)"};
+    const model::LlamaLayerConfig cfg = config_of(c);
+    const auto specs =
+        model::llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.groups(), cfg.ffn, true, "", sp);
+    for (const auto& [name, g] : model::fuse_llama_layer(grads, cfg, ""))
+      out[p + "grad." + name] = {g, specs.at(name).placement};
+  }
+  return out;
+}
+
+/// One layer's calls per case: the linear layers' (lab01/lab03), the QKV gather when groups < tp, and
+/// the norm gradients' sum.
+Pattern pattern_layer(int tp, bool sp, bool packed) {
+  if (tp == 1) return {};
+  const int64_t b = packed ? 1 : 2;
+  Pattern pat;
+  for (const LlamaCase& c : llama_cases(tp)) {
+    const uint64_t sbh = S * b * c.heads * D * 4, sbq = S * b * c.groups * (c.heads / c.groups + 2) * D * 4;
+    const bool gathered = c.groups % tp != 0;
+    auto& fwd = pat[c.name + ".forward"];
+    auto& bwd = pat[c.name + ".backward"];
+    if (sp) {
+      fwd.push_back({OpKind::all_gather, sbh, "linear_qkv under SP: all-gather of the normed input"});
+      fwd.push_back(
+          {OpKind::reduce_scatter, sbh, "linear_proj under SP: reduce-scatter of the partial output"});
+      fwd.push_back({OpKind::all_gather, sbh, "linear_fc1 under SP: all-gather of the normed input"});
+      fwd.push_back(
+          {OpKind::reduce_scatter, sbh, "linear_fc2 under SP: reduce-scatter of the partial output"});
+      bwd.push_back({OpKind::all_gather, sbh, "linear_fc2 under SP: all-gather of dY"});
+      bwd.push_back({OpKind::all_gather, sbh, "linear_fc1 under SP: the input gathered again for dW"});
+      bwd.push_back({OpKind::reduce_scatter, sbh, "linear_fc1 under SP: reduce-scatter of the partial dX"});
+      bwd.push_back({OpKind::all_gather, sbh, "linear_proj under SP: all-gather of dY"});
+      bwd.push_back({OpKind::all_gather, sbh, "linear_qkv under SP: the input gathered again for dW"});
+      bwd.push_back({OpKind::reduce_scatter, sbh, "linear_qkv under SP: reduce-scatter of the partial dX"});
+    } else {
+      fwd.push_back({OpKind::all_reduce, sbh, "linear_proj's g: all-reduce of the partial output"});
+      fwd.push_back({OpKind::all_reduce, sbh, "linear_fc2's g: all-reduce of the partial output"});
+      bwd.push_back({OpKind::all_reduce, sbh, "linear_fc1's f: all-reduce of the partial dX"});
+      bwd.push_back({OpKind::all_reduce, sbh, "linear_qkv's f: all-reduce of the partial dX"});
+    }
+    if (gathered) {
+      fwd.push_back(
+          {OpKind::all_gather, sbq,
+           "groups < tp: all-gather of the QKV activation along its last dim (each rank keeps its group)",
+           2});
+      bwd.push_back({OpKind::reduce_scatter, sbq,
+                     "groups < tp: reduce-scatter of the gathered QKV's gradient (sums the shared k and v)",
+                     2});
+    }
+    const uint64_t norm_bytes = (2 * D + (sp ? 2 * c.heads * D : 0)) * 4;
+    pat[c.name + ".finalize"] = {
+        {OpKind::all_reduce, norm_bytes,
+         sp ? "the partial norm gradients (input/pre_mlp_layernorm under SP, q/k_layernorm) in one all-reduce"
+            : "the partial q/k_layernorm gradients in one all-reduce (each rank normalised only its heads)"}};
+  }
+  return pat;
+}
+
+ExpectedOutputs expected_refusals(uint64_t, int, bool) {
+  ExpectedOutputs out;
+  expect_refusal(out, "fc1_of_ffn_not_divisible_by_tp", "shard_linear_fc1 raised ShapeError for ffn = 25",
+                 "it cut a fused fc1 whose ffn tp does not divide", "shard_linear_fc1");
+  expect_accepted(out, "positions_for_s_over_tp_rows", "rotary_positions(s/tp, ctx) under SP");
+  expect_refusal(out, "positions_for_s_rows_under_sp",
+                 "rotary_positions raised ShapeError for an input of s rows under SP (it must have s/tp)",
+                 "it accepted an input that disagrees with the layer context", "rotary_positions");
+  expect_accepted(out, "norm_name", "norm_grad_partial_over_tp(\"input_layernorm.weight\", true)");
+  expect_refusal(out, "not_a_norm_name",
+                 "norm_grad_partial_over_tp raised ShapeError for mlp.linear_fc2.weight",
+                 "it answered for a weight that is not an RMSNorm weight", "norm_grad_partial_over_tp");
+  return out;
+}
+
+void add_scenarios(std::vector<Scenario>& out) {
+  out.push_back({.lab = "lab05",
+                 .name = "fc1_shard",
+                 .summary = "the fused [W_gate; W_up]'s shard: gate's and up's r-th row blocks (stride 2)",
+                 .dp_layout = false,
+                 .expected = expected_fc1_shard});
+  out.push_back({.lab = "lab05",
+                 .name = "local_heads",
+                 .summary = "grouped-query attention: the key/value group and query heads of each rank",
+                 .dp_layout = false,
+                 .expected = expected_local_heads});
+  out.push_back(
+      {.lab = "lab05",
+       .name = "llama_layer",
+       .summary = "a Llama layer, groups above and below tp: outputs, rotated q and k, every gradient",
+       .sp_variants = true,
+       .expected = [](uint64_t s, int tp, bool sp) { return expected_layer(s, tp, sp, false); },
+       .pattern = [](int tp, bool sp) { return pattern_layer(tp, sp, false); }});
+  out.push_back(
+      {.lab = "lab05",
+       .name = "packed_llama_layer",
+       .summary = "a Llama layer on two packed documents: positions restart at the document, not the shard",
+       .sp_variants = true,
+       .dp_layout = false,
+       .expected = [](uint64_t s, int tp, bool sp) { return expected_layer(s, tp, sp, true); },
+       .pattern = [](int tp, bool sp) { return pattern_layer(tp, sp, true); }});
+  out.push_back(
+      {.lab = "lab05",
+       .name = "refusals",
+       .summary = "the fc1 shard, the rotary positions and the norm rule refuse what their contracts refuse",
+       .tp_sizes = {2, 3},
+       .dp_layout = false,
+       .expected = expected_refusals});
+}
+
+}  // namespace
+
+const LabScenarios kScenarios("lab05", add_scenarios);
+
+}  // namespace tpsp::checkers

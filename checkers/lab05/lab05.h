@@ -1,0 +1,97 @@
+// lab05 scenarios, shared by the ranks and the grader: the Llama block's TP pieces in configurations
+// where their wrong variants differ — key/value groups above tp (whole groups per rank) and below it
+// (tp/G ranks sharing a group through the gathered QKV activation), every rank compared, sequences of 12
+// tokens so that a shard's position offset shows, packed documents whose boundary is not a shard's.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkers/inputs.h"
+#include "engine/model/llama_config.h"
+
+namespace tpsp::checkers::lab05 {
+
+constexpr int64_t S = 12, D = 6, FFN = 24;
+/// Packed sequences: one batch row of two documents, [0, 5) and [5, 12): the boundary falls inside a
+/// shard for tp = 2, 3, 4 under SP.
+inline const std::vector<int64_t> kPackedCu{0, 5, 12};
+
+/// One grouped-query attention configuration of a TP size: "groups_per_rank" (G % tp == 0: each rank
+/// holds G/tp whole groups) or "shared_groups" (tp % G == 0, G < tp: tp/G ranks share each group).
+struct LlamaCase {
+  std::string name;
+  int64_t heads, groups;
+};
+/// The cases of tp (1: groups_per_rank only). Head dim D (even, RoPE), qk_layernorm on, ffn FFN; every
+/// fused QKV row count divisible by tp.
+inline std::vector<LlamaCase> llama_cases(int tp) {
+  switch (tp) {
+    case 1:
+      return {{"groups_per_rank", 4, 2}};
+    case 2:
+      return {{"groups_per_rank", 8, 4}, {"shared_groups", 4, 1}};
+    case 3:
+      return {{"groups_per_rank", 6, 3}, {"shared_groups", 6, 1}};
+    default:
+      return {{"groups_per_rank", 8, 4}, {"shared_groups", 8, 2}};
+  }
+}
+
+inline model::LlamaLayerConfig config_of(const LlamaCase& c) {
+  return {.hidden = c.heads * D,
+          .heads = c.heads,
+          .num_query_groups = c.groups,
+          .ffn = FFN,
+          .qk_layernorm = true};
+}
+
+/// The whole UNFUSED parameters' draw: matrices N(0, 0.3²), norm weights 1 + N(0, 0.1²).
+inline Tensor whole_param(const std::string& name, const Shape& shape, uint64_t seed, const LlamaCase& c) {
+  const bool norm = name.find("layernorm") != std::string::npos;
+  Tensor t = input_tensor(shape, seed, "lab05." + c.name + "." + name, norm ? 0.1f : 0.3f);
+  if (norm)
+    for (int64_t i = 0; i < t.numel(); ++i) t.at(i) += 1.f;
+  return t;
+}
+/// The layer's input x and output gradient dy, whole [s, b, h].
+inline Tensor layer_x(uint64_t seed, const LlamaCase& c, int64_t b) {
+  return input_tensor({S, b, c.heads * D}, seed, "lab05." + c.name + ".x");
+}
+inline Tensor layer_dy(uint64_t seed, const LlamaCase& c, int64_t b) {
+  return input_tensor({S, b, c.heads * D}, seed, "lab05." + c.name + ".dy");
+}
+/// The fused fc1 [2·ffn, h] of the fc1_shard scenario, integer-valued (exact).
+inline Tensor fc1_whole(uint64_t seed, int64_t ffn) {
+  return input_tensor({2 * ffn, 8}, seed, "lab05.fc1." + std::to_string(ffn), 1, true);
+}
+
+/// The whole UNFUSED parameters of one layer (reference/llama_layer.h's names, no prefix) and their shapes.
+inline std::vector<std::pair<std::string, Shape>> unfused_shapes(const LlamaCase& c) {
+  const int64_t h = c.heads * D, q = c.heads * D, kv = c.groups * D;
+  return {{"input_layernorm.weight", {h}},
+          {"self_attention.linear_q.weight", {q, h}},
+          {"self_attention.linear_k.weight", {kv, h}},
+          {"self_attention.linear_v.weight", {kv, h}},
+          {"self_attention.q_layernorm.weight", {D}},
+          {"self_attention.k_layernorm.weight", {D}},
+          {"self_attention.linear_proj.weight", {h, q}},
+          {"pre_mlp_layernorm.weight", {h}},
+          {"mlp.linear_gate.weight", {FFN, h}},
+          {"mlp.linear_up.weight", {FFN, h}},
+          {"mlp.linear_fc2.weight", {h, FFN}}};
+}
+inline std::map<std::string, Tensor> whole_params(uint64_t seed, const LlamaCase& c) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, shape] : unfused_shapes(c)) out[name] = whole_param(name, shape, seed, c);
+  return out;
+}
+
+/// The norm weights' gradients of a layer that the finalize phase sums.
+inline const std::vector<std::string> kNormWeights{"input_layernorm.weight", "pre_mlp_layernorm.weight",
+                                                   "self_attention.q_layernorm.weight",
+                                                   "self_attention.k_layernorm.weight"};
+
+}  // namespace tpsp::checkers::lab05

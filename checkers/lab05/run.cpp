@@ -1,0 +1,118 @@
+// lab05 on the ranks: the learner's llama_tp.cpp, called directly (the fc1 shard, the rank → group map,
+// the refusals) and inside the engine's LlamaLayer (the QKV gather and its backward, the rotary positions,
+// the norm gradients' sums). The layer's weights are cut by the engine's placements from whole weights
+// both halves draw from the seed, never by the learner's shard function.
+#include <algorithm>
+
+#include "checkers/lab05/lab05.h"
+#include "checkers/run_context.h"
+#include "engine/model/finalize_grads.h"
+#include "engine/model/llama_layer.h"
+#include "engine/model/llama_tp.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using namespace lab05;
+
+RankOutputs run_fc1_shard(RunContext& ctx) {
+  const Tensor whole = ctx.on_device(fc1_whole(ctx.seed, FFN));
+  ctx.begin_phase("shard");
+  return {{"fc1_shard", guarded("shard_linear_fc1", {{"whole", &whole}}, [&] {
+                          return model::shard_linear_fc1(whole, ctx.rank(), ctx.size());
+                        }).clone()}};
+}
+
+RankOutputs run_local_heads(RunContext& ctx) {
+  RankOutputs out;
+  for (const LlamaCase& c : llama_cases(ctx.size())) {
+    const model::LocalHeads L = model::local_heads(config_of(c), ctx.rank(), ctx.size());
+    // group and first_head mean something only when gathered.
+    const float group = L.gathered ? static_cast<float>(L.group) : 0.f,
+                first = L.gathered ? static_cast<float>(L.first_head) : 0.f;
+    out[c.name] = ctx.on_device(Tensor::from({1, 5}, {static_cast<float>(L.groups), static_cast<float>(L.per),
+                                                      L.gathered ? 1.f : 0.f, group, first}));
+  }
+  return out;
+}
+
+Tensor rows_of(const Tensor& t, bool sp, int r, int n) {
+  return sp ? chunk(t, 0, r, n) : t;
+}
+
+/// Forward, backward and the norm gradients' sum of one Llama layer per case of this TP size, each in
+/// its phases "<case>.forward" / ".backward" / ".finalize".
+RankOutputs run_layer(RunContext& ctx, bool packed) {
+  const int n = ctx.size(), r = ctx.rank();
+  const int64_t b = packed ? 1 : 2;
+  RankOutputs out;
+  for (const LlamaCase& c : llama_cases(n)) {
+    const model::LlamaLayerConfig cfg = config_of(c);
+    std::map<std::string, Tensor> P, G;
+    for (const auto& [name, t] : model::shard_llama_layer(whole_params(ctx.seed, c), cfg, "", r, n)) {
+      P[name] = ctx.on_device(t);
+      G[name] = Tensor(t.shape(), DType::f32, ctx.device);
+    }
+    model::LlamaLayer layer(cfg, "", P, G, n, ctx.sp);
+    const model::LayerContext lctx{ctx.tp, ctx.sp, 0,        0,
+                                   S,      b,      Tensor(), packed ? kPackedCu : std::vector<int64_t>{}};
+    const Tensor x = ctx.on_device(rows_of(layer_x(ctx.seed, c, b), ctx.sp, r, n)),
+                 dy = ctx.on_device(rows_of(layer_dy(ctx.seed, c, b), ctx.sp, r, n));
+    model::LlamaLayerSaved saved;
+    ctx.begin_phase(c.name + ".forward");
+    const Tensor y =
+        guarded("LlamaLayer.forward", {{"x", &x}}, [&] { return layer.forward(x, saved, lctx); }).clone();
+    ctx.begin_phase(c.name + ".backward");
+    const Tensor dx = guarded("LlamaLayer.backward", {{"dy", &dy}}, [&] {
+                        return layer.backward(dy, saved, lctx);
+                      }).clone();
+    ctx.begin_phase(c.name + ".finalize");
+    std::vector<Tensor*> partial;
+    for (const std::string& w : kNormWeights)
+      if (model::norm_grad_partial_over_tp(w, ctx.sp)) partial.push_back(&G.at(w));
+    if (!partial.empty()) model::allreduce_sequence_parallel_grads(partial, *ctx.tp);
+    // q and k as rotated, from the attention's input (per local group: [q heads | k | v]).
+    const int64_t groups = std::max<int64_t>(c.groups / n, 1), per = c.heads / n / groups;
+    const model::QKV rotated = model::split_groups(saved.qkv, groups, per, 0, per, D);
+    std::vector<float> positions(saved.positions.begin(), saved.positions.end());
+    out.insert({{c.name + ".y", y},
+                {c.name + ".dx", dx},
+                {c.name + ".q_rotated", rotated.q},
+                {c.name + ".k_rotated", rotated.k},
+                {c.name + ".positions",
+                 ctx.on_device(Tensor::from({static_cast<int64_t>(positions.size())}, positions))}});
+    for (const auto& [name, g] : G) out[c.name + ".grad." + name] = g;
+  }
+  return out;
+}
+
+/// What lab05's contracts promise to refuse, each beside a well-shaped call.
+RankOutputs run_refusals(RunContext& ctx) {
+  const int n = ctx.size(), r = ctx.rank();
+  RankOutputs out;
+  const Tensor uneven = ctx.on_device(fc1_whole(ctx.seed, FFN + 1));  // ffn = 25: no tp in 2 … 4 divides it
+  check_refusal(ctx, out, "fc1_of_ffn_not_divisible_by_tp", [&] { model::shard_linear_fc1(uneven, r, n); });
+  const model::LayerContext sp_ctx{ctx.tp, true, 0, 0, S, 2, Tensor(), {}};
+  check_accepts(ctx, out, "positions_for_s_over_tp_rows", [&] { model::rotary_positions(S / n, sp_ctx); });
+  check_refusal(ctx, out, "positions_for_s_rows_under_sp", [&] { model::rotary_positions(S, sp_ctx); });
+  check_accepts(ctx, out, "norm_name",
+                [&] { model::norm_grad_partial_over_tp("input_layernorm.weight", true); });
+  check_refusal(ctx, out, "not_a_norm_name",
+                [&] { model::norm_grad_partial_over_tp("mlp.linear_fc2.weight", true); });
+  return out;
+}
+
+void add_runs(std::map<std::string, RunFn>& out) {
+  out["lab05/fc1_shard"] = run_fc1_shard;
+  out["lab05/local_heads"] = run_local_heads;
+  out["lab05/llama_layer"] = [](RunContext& c) { return run_layer(c, false); };
+  out["lab05/packed_llama_layer"] = [](RunContext& c) { return run_layer(c, true); };
+  out["lab05/refusals"] = run_refusals;
+}
+
+}  // namespace
+
+const LabRuns kRuns(add_runs);
+
+}  // namespace tpsp::checkers
