@@ -1,6 +1,7 @@
 #include "checkers/grader/diagnose.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -82,6 +83,29 @@ bool same_on_every_rank(const std::vector<Tensor>& all_got, double rtol, double 
 /// For a whole tensor assembled from n equal pieces along dim 0 or the last dim: when every piece
 /// of got is one of want's pieces but some sit in the wrong place, "chunk 0 holds chunk 1, ..." and
 /// the dim; otherwise "".
+/// A 1-D count of token positions (RoPE's): one restarting at 0 every s/tp entries (each rank numbered its
+/// own shard's rows), or one running 0 … s−1 where the answer restarts (packed documents ignored).
+std::string positions_signature(const Tensor& got, const Tensor& want, int n) {
+  const int64_t len = got.numel();
+  if (got.dim() != 1 || len < 2) return "";
+  const auto ramp = [&](int64_t period) {
+    for (int64_t i = 0; i < len; ++i)
+      if (got.at(i) != static_cast<float>(i % period)) return false;
+    return true;
+  };
+  if (n > 1 && len % n == 0 && ramp(len / n))
+    return fmt::format(
+        "positions restart at 0 every s/tp = {} tokens: each rank numbered its own shard's rows, but q and k "
+        "are "
+        "rotated after the sequence was gathered, so the positions run over the whole sequence (Megatron's "
+        "get_rotary_seq_len multiplies the local length by tp under SP)",
+        len / n);
+  if (ramp(len) && want.at(len - 1) != static_cast<float>(len - 1))
+    return "positions run 0 … s−1 across the packed documents: they must restart at 0 where each document "
+           "starts (cu_seqlens)";
+  return "";
+}
+
 std::string misplaced_pieces(const Tensor& got, const Tensor& want, int n, double rtol, double atol) {
   if (got.dim() == 0) return "";
   for (const int d : {0, static_cast<int>(got.dim()) - 1}) {
@@ -142,6 +166,26 @@ std::string wrong_shard(const Tensor& got, const Tensor& whole, const std::vecto
             rank, shard_range_str(plain, whole.shape(), k, n), blocks, swiglu, p.stride, p.stride, rank,
             piece(rank));
       }
+  if (p.stride > 1 && got.size(p.dim) % p.stride == 0) {
+    // The rank's chunks of the blocks, stacked in another order ([up_r; gate_r]).
+    const Tensor want = shard_of(whole, p, rank, n);
+    const int64_t part = got.size(p.dim) / p.stride;
+    std::vector<int64_t> from;
+    for (int64_t i = 0; i < p.stride; ++i)
+      for (int64_t j = 0; j < p.stride; ++j)
+        if (all_close(got.narrow_copy(p.dim, i * part, part), want.narrow_copy(p.dim, j * part, part),
+                      dg.rtol, dg.atol)) {
+          from.push_back(j);
+          break;
+        }
+    if (static_cast<int64_t>(from.size()) == p.stride)
+      return fmt::format(
+          "rank {} holds the right chunks of the {} blocks of the fused dim, stacked in the wrong order (its "
+          "pieces are the chunks of blocks {} in that order){}",
+          rank, p.stride, fmt::join(from, ", "),
+          p.stride == 2 ? ": for SwiGLU's fused [gate; up] the local output must split into [gate_r | up_r]"
+                        : "");
+  }
   if (p.shards(n) > 1 && same_on_every_rank(all_got, dg.rtol, dg.atol)) {
     std::string which;
     for (int k = 0; k < n && which.empty(); ++k)
@@ -201,6 +245,7 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
         "e.g. an async collective's output or a recv_async buffer read before its wait() — shows as NaN "
         "(or the computation overflowed)",
         nan, got.numel());
+  if (std::string positions = positions_signature(got, want, n); !positions.empty()) return positions;
   if (dg.passes > 1 && all_close(got, scaled(want, 1.f / static_cast<float>(dg.passes)), rtol, atol)) {
     const std::string assigned = fmt::format(
         "the result of ONE backward pass where {} ran: a gradient must be accumulated (+=) into its buffer, "

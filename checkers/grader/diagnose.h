@@ -32,7 +32,8 @@ struct Diagnosis {
 /// all-reduce missing), also with a bias counted per rank; the right pieces in the wrong places;
 /// the same shard on every rank (a per-rank offset missing); shards in the wrong order; under a strided
 /// placement, one contiguous chunk of the fused dim ("gate rows only"); over groups, another group's
-/// chunk (a rank → group map of r % groups instead of r / (tp / groups)); transposed.
+/// chunk (a rank → group map of r % groups instead of r / (tp / groups)); transposed; a 1-D count of
+/// positions that restarts every s/tp entries (numbered per shard) or ignores packed documents.
 std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
                      const std::vector<Tensor>& all_got, int rank, const Diagnosis& d);
 

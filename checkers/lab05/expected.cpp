@@ -16,12 +16,9 @@ using comm::OpKind;
 using namespace lab05;
 
 ExpectedOutputs expected_fc1_shard(uint64_t seed, int, bool) {
-  return {
-      {"fc1_shard",
-       {.whole = fc1_whole(seed, FFN),
-        .placement = Placement::Shard(0, 2),
-        .meaning = "rank r holds [W_gate rows r·ffn/tp … (r+1)·ffn/tp; the same rows of W_up] of the fused "
-                   "[W_gate; W_up], so that its fc1 output splits into [gate_r | up_r]"}}};
+  // Rank r holds [W_gate rows r·ffn/tp … (r+1)·ffn/tp; the same rows of W_up]. No .meaning (which would
+  // replace the signatures): a wrong cut is named by diagnose ("gate only", shards in the wrong order).
+  return {{"fc1_shard", {fc1_whole(seed, FFN), Placement::Shard(0, 2)}}};
 }
 
 /// The LocalHeads of every rank, [tp, 5] rows of (groups, per, gathered, group, first_head).
@@ -89,19 +86,14 @@ ExpectedOutputs expected_layer(uint64_t seed, int tp, bool sp, bool packed) {
     const std::string p = c.name + ".";
     out[p + "y"] = {y, rows};
     out[p + "dx"] = {dx, rows};
-    out[p + "q_rotated"] = {
-        .whole = q,
-        .placement = Placement::Shard(2),
-        .meaning = "q after q_layernorm and RoPE: rank r's heads [r·heads/tp, (r+1)·heads/tp)"};
-    out[p + "k_rotated"] = {
-        .whole = k,
-        .placement = c.groups % tp == 0 ? Placement::Shard(2)
-                                        : Placement::ShardOverGroups(2, static_cast<int>(c.groups)),
-        .meaning = "k after k_layernorm and RoPE, of the key/value groups rank r attends with"};
-    out[p + "positions"] = {.whole = Tensor::from({S}, positions),
-                            .meaning =
-                                "RoPE's position of each token of the whole sequence (restarting at 0 in "
-                                "each packed document)"};
+    // q and k after their norms and RoPE: rank r's query heads [r·heads/tp, (r+1)·heads/tp), and the k of
+    // the groups it attends with; the positions RoPE used. No .meaning: diagnose names a wrong group
+    // ("r % groups"), a missing per-rank offset, positions numbered per shard or across documents.
+    out[p + "q_rotated"] = {q, Placement::Shard(2)};
+    out[p + "k_rotated"] = {k, c.groups % tp == 0
+                                   ? Placement::Shard(2)
+                                   : Placement::ShardOverGroups(2, static_cast<int>(c.groups))};
+    out[p + "positions"] = {Tensor::from({S}, positions)};
     const model::LlamaLayerConfig cfg = config_of(c);
     const auto specs =
         model::llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.groups(), cfg.ffn, true, "", sp);

@@ -101,3 +101,42 @@ TEST_CASE("grader: a placement that cannot lay out the expected tensor is a chec
   CHECK_MESSAGE(p.find("(a checker bug)") != std::string::npos, p);
   CHECK_MESSAGE(p.find("is not divisible by stride 2 × tp 2") != std::string::npos, p);
 }
+
+TEST_CASE("grader: a strided shard with its blocks' chunks stacked in the wrong order is named") {
+  const Tensor whole = indexed(16, 3);  // [2·ffn, h]: gate rows 0-7, up rows 8-15
+  const Expected e{.whole = whole, .placement = Placement::Shard(0, 2)};
+  // [up_r; gate_r] instead of [gate_r; up_r].
+  const std::string p =
+      first_problem(e, every_rank(2, [&](int r) {
+                      const Tensor right = shard_of(whole, e.placement, r, 2);
+                      return cat({right.narrow_copy(0, 4, 4), right.narrow_copy(0, 0, 4)}, 0);
+                    }));
+  CHECK_MESSAGE(
+      p.find("stacked in the wrong order (its pieces are the chunks of blocks 1, 0 in that order)") !=
+          std::string::npos,
+      p);
+  CHECK_MESSAGE(p.find("[gate_r | up_r]") != std::string::npos, p);
+}
+
+TEST_CASE("grader: positions numbered per shard or across packed documents are named") {
+  const auto ramp = [](std::vector<float> v) { return Tensor::from({static_cast<int64_t>(v.size())}, v); };
+  // Whole sequence of 8 tokens, one document: rank-local numbering at tp = 2 restarts at 4.
+  const Expected whole_seq{.whole = ramp({0, 1, 2, 3, 4, 5, 6, 7})};
+  const std::string per_shard = first_problem(whole_seq, every_rank(2, [&](int) {
+                                                return ramp({0, 1, 2, 3, 0, 1, 2, 3});
+                                              }));
+  CHECK_MESSAGE(per_shard.find("positions restart at 0 every s/tp = 4 tokens") != std::string::npos,
+                per_shard);
+  // Two packed documents [0, 3) and [3, 8): a count that ignores them.
+  const Expected packed{.whole = ramp({0, 1, 2, 0, 1, 2, 3, 4})};
+  const std::string across = first_problem(packed, every_rank(2, [&](int) {
+                                             return ramp({0, 1, 2, 3, 4, 5, 6, 7});
+                                           }));
+  CHECK_MESSAGE(across.find("positions run 0 … s−1 across the packed documents") != std::string::npos,
+                across);
+  // Another wrong count matches neither.
+  const std::string other = first_problem(whole_seq, every_rank(2, [&](int) {
+                                            return ramp({1, 2, 3, 4, 5, 6, 7, 8});
+                                          }));
+  CHECK(other.find("positions") == std::string::npos);
+}
