@@ -7,10 +7,11 @@
 #     ./check --solution is refused in one line; the prediction templates ship, not filled in.
 #  3. A learner who did only lab03: lab03's own scenarios pass; the ones that need lab01/lab02 code
 #     say NEEDS and name it; make demo says in one line that the labs are not finished.
-#  4. The same learner with the instructor's prebuilt solutions (solutions/): lab03 passes alone,
-#     ./check --solution works.
+#  3b. The same learner also did lab05: its own scenarios pass, the Llama layer's say NEEDS lab01.
+#  4. The same learner with the instructor's prebuilt solutions (solutions/): lab03 and lab05 pass
+#     alone, ./check --solution works.
 #  5. A perfect learner (the engine's solutions typed into labs/): ./check --all passes every run and
-#     the demo's TP+SP run equals the reference.
+#     the demo's TP+SP run equals the reference, for the GPT-2 and the Llama block.
 # Built at -O0 (the quickest build). Usage: test_release.sh SOLUTIONS_LIB (make solutions-lib's archive)
 set -euo pipefail
 solutions_lib=$(realpath "${1:?usage: test_release.sh SOLUTIONS_LIB}")
@@ -80,7 +81,18 @@ out=$(cmake --build build --target tpsp-demo tpsp-train >/dev/null && build/bin/
 set -e
 [ "$code" -eq 2 ] && grep -q 'not finished yet' <<<"$out" || fail "demo with unfinished labs: exit $code: $(tail -n 3 <<<"$out")"
 
-echo "== 4. only lab03 done, with the prebuilt solutions"
+echo "== 3b. lab03 and lab05 done: the Llama layer needs lab01's linear layers"
+copy_solutions lab05
+set +e
+out=$(./check lab05 --seed 4 2>&1); code=$?
+set -e
+printf '%s\n' "$out" | tail -n 1
+[ "$code" -eq 1 ] || fail "./check lab05 without lab01: expected exit 1, got $code"
+grep -Eq '^[1-9][0-9]* passed, 0 failed, [1-9][0-9]* need another lab.s code' <<<"$out" || fail "lab05's own scenarios"
+grep -q 'needs lab01 ' <<<"$out" || fail "no 'needs lab01' line for the Llama layer"
+! grep -q 'FAIL' <<<"$out" || fail "a lab05 run failed instead of saying NEEDS"
+
+echo "== 4. only lab03 (and lab05) done, with the prebuilt solutions"
 mkdir -p solutions && cp "$solutions_lib" solutions/libtpsp_lab_solutions.a
 cmake -S . -B build >/dev/null
 set +e
@@ -88,12 +100,13 @@ out=$(./check lab03 --seed 4 2>&1); code=$?
 set -e
 printf '%s\n' "$out" | tail -n 1
 [ "$code" -eq 0 ] && grep -Eq '^[1-9][0-9]* passed, 0 failed$' <<<"$out" || fail "lab03 with prebuilt solutions"
+out=$(./check lab05 --seed 4 2>&1) || fail "lab05 with prebuilt solutions: $(tail -n 5 <<<"$out")"
 out=$(./check lab01 --solution --tp 2 --no-dp --seed 4 2>&1) || fail "--solution with prebuilt solutions: $out"
 rm -rf solutions
 cmake -S . -B build >/dev/null
 
 echo "== 5. a perfect learner"
-copy_solutions lab00 lab01 lab02 lab04
+copy_solutions $(awk '{print $1}' <<<"$lab_files" | sort -u)
 set +e
 out=$(./check --all --seed 5 2>&1); code=$?
 set -e
@@ -102,4 +115,6 @@ printf '%s\n' "$out" | tail -n 2
 cmake --build build --target tpsp-demo tpsp-train >/dev/null
 out=$(build/bin/tpsp-demo --steps 3 --out "$work/demo" 2>&1) || fail "demo: $(tail -n 5 <<<"$out")"
 grep -q 'verdict: MATCH' <<<"$out" || fail "demo verdict"
-echo "learner copy: no solutions, grades itself (skeletons, lab03 only, with prebuilt solutions, every lab), demo works"
+out=$(build/bin/tpsp-demo --model llama --steps 3 --out "$work/demo-llama" 2>&1) || fail "llama demo: $(tail -n 5 <<<"$out")"
+grep -q 'verdict: MATCH' <<<"$out" || fail "llama demo verdict"
+echo "learner copy: no solutions, grades itself (skeletons, lab03 only, lab05 without lab01, with prebuilt solutions, every lab), demo works (GPT-2 and Llama blocks)"
