@@ -87,7 +87,7 @@ struct Step {
   std::vector<ExtraHint> hints;          ///< explanations of calls learners tend to add
 };
 
-/// The step of `lab` ("lab00" … "lab04"); throws std::invalid_argument naming the labs that have one.
+/// The step of `lab` ("lab00" … "lab05"); throws std::invalid_argument naming the labs that have one.
 const Step& step_of(const std::string& lab);
 /// The labs that have a step, in order.
 std::vector<std::string> step_labs();

@@ -33,5 +33,6 @@ Step lab01_step();
 Step lab02_step();
 Step lab03_step();
 Step lab04_step();
+Step lab05_step();
 
 }  // namespace tpsp::checkers::predict

@@ -11,6 +11,9 @@
 #include "engine/comm/env.h"
 #include "engine/comm/ring_collectives.h"
 #include "engine/model/finalize_grads.h"
+#include "engine/model/llama_layer.h"
+#include "engine/model/llama_tp.h"
+#include "engine/model/sharding.h"
 #include "engine/ops/elementwise.h"
 #include "engine/parallel_state.h"
 #include "engine/tensor_parallel/cross_entropy.h"
@@ -168,5 +171,43 @@ TEST_CASE("lab04's step: the overlapped ColumnParallelLinear with SP records the
     fc1.backward(Tensor({s, b, f / tp}), saved, ps.tp());
     log.end_phase("backward");
     if (rank == 0) log.expect_step("lab04");
+  });
+}
+
+TEST_CASE("lab05's step: one Llama layer with SP and groups < tp records the step's calls") {
+  run(4, [](int rank) {
+    const auto size = [](const char* n) { return size_of("lab05", n); };
+    const int tp = static_cast<int>(size("tp"));
+    const model::LlamaLayerConfig cfg{.hidden = size("h"),
+                                      .heads = size("heads"),
+                                      .num_query_groups = size("groups"),
+                                      .ffn = size("ffn"),
+                                      .qk_layernorm = true};
+    ParallelState ps(comm::init_from_env(), tp);
+    std::map<std::string, Tensor> P, G;
+    for (const auto& [name, spec] :
+         model::llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.groups(), cfg.ffn, true, "", true)) {
+      P[name] = shard_of(Tensor(spec.global_shape), spec.placement, ps.tp_rank(), tp);
+      G[name] = Tensor(P[name].shape());
+    }
+    // Norm weights of ones (RMSNorm of zeros would divide by eps only; values do not matter here).
+    for (auto& [name, t] : P)
+      if (name.find("layernorm") != std::string::npos) t = Tensor::full(t.shape(), 1.f);
+    model::LlamaLayer layer(cfg, "", P, G, tp, true);
+    const int64_t s = size("s"), b = size("b");
+    const model::LayerContext ctx{&ps.tp(), true, 0, 0, s, b, Tensor(), {}};
+    PhaseLog log(ps.world().recorder());
+    model::LlamaLayerSaved saved;
+    layer.forward(Tensor({s / tp, b, cfg.hidden}), saved, ctx);
+    log.end_phase("forward");
+    layer.backward(Tensor({s / tp, b, cfg.hidden}), saved, ctx);
+    log.end_phase("backward");
+    std::vector<Tensor*> partial;
+    for (auto& [name, g] : G)
+      if (name.ends_with("layernorm.weight") && model::norm_grad_partial_over_tp(name, true))
+        partial.push_back(&g);
+    model::allreduce_sequence_parallel_grads(partial, ps.tp());
+    log.end_phase("finalize_grads");
+    if (rank == 0) log.expect_step("lab05");
   });
 }
