@@ -297,7 +297,8 @@ std::string diagnose(const Tensor& got, const Tensor& want, const Tensor& whole,
     }
     if (same_shapes && all_close(sum, want, rtol, atol))
       return "one rank's partial sum: the ranks' results add up to the answer, so the all-reduce that sums "
-             "them is missing (g in forward, or f in backward)";
+             "them is missing (g in forward, f in backward, or the TP sum of a gradient each rank holds only "
+             "its share of)";
     if (same_shapes && got.dim() >= 2 && rows_differ_by_one_vector(sum, want, rtol, atol))
       return "one rank's partial sum: the ranks' results add up to the answer plus a bias counted on every "
              "rank, so the all-reduce that sums them is missing (g in forward, or f in backward)";

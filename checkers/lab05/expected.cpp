@@ -2,6 +2,8 @@
 // (reference/llama_layer.h) and closed forms, placements from the engine's shard specs, and the calls of
 // one layer on the TP group (the QKV gather and its reduce-scatter when groups < tp, the norm gradients'
 // one all-reduce).
+#include <iterator>
+
 #include "checkers/lab05/lab05.h"
 #include "checkers/scenario.h"
 #include "engine/model/llama_layer.h"
@@ -36,12 +38,14 @@ ExpectedOutputs expected_local_heads(uint64_t, int tp, bool) {
                                  static_cast<float>((r % sharing) * per)});
       }
     }
-    out[c.name] = {.whole = Tensor::from({tp, 5}, rows),
-                   .placement = Placement::Shard(0),
-                   .meaning =
-                       "(local groups, query heads per local group, gathered 0/1, the group kept, its first "
-                       "query head) for heads=" +
-                       std::to_string(c.heads) + ", groups=" + std::to_string(c.groups)};
+    out[c.name] = {
+        .whole = Tensor::from({tp, 5}, rows),
+        .placement = Placement::Shard(0),
+        .meaning = "row r = rank r's LocalHeads for heads=" + std::to_string(c.heads) +
+                   ", groups=" + std::to_string(c.groups) +
+                   "; column [0] local groups, [1] query heads per local group, [2] gathered 0/1, [3] the "
+                   "group kept (r / (tp/groups): the ranks sharing a group are consecutive), [4] its first "
+                   "query head ((r % (tp/groups))·heads/tp); [3] and [4] are 0 when not gathered"};
   }
   return out;
 }
@@ -151,18 +155,57 @@ Pattern pattern_layer(int tp, bool sp, bool packed) {
   return pat;
 }
 
-ExpectedOutputs expected_refusals(uint64_t, int, bool) {
+/// The norm rule's answers, [names, 2]: without SP, with SP (lab05.h kNormNames).
+ExpectedOutputs expected_norm_rule(uint64_t, int, bool) {
+  std::vector<float> flags;
+  std::string names;
+  for (const NormName& nn : kNormNames) {
+    flags.insert(flags.end(), {nn.partial_without_sp ? 1.f : 0.f, nn.partial_with_sp ? 1.f : 0.f});
+    names += std::string(names.empty() ? "" : ", ") + nn.name;
+  }
+  return {{"partial",
+           {.whole = Tensor::from({static_cast<int64_t>(std::size(kNormNames)), 2}, flags),
+            .meaning = "norm_grad_partial_over_tp(name, sp) as 1/0, a row per name (" + names +
+                       "), column 0 without SP, 1 with SP: the residual stream's norms are partial exactly "
+                       "under SP, the per-head q/k norms always; the names come with their prefix"}}};
+}
+
+/// A refusal whose ShapeError must also name `values`.
+void expect_refusal_naming(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
+                           const std::string& accepted, const std::string& who, const std::string& values) {
+  expect_refusal(out, what, refusal, accepted, who);
+  out["names_values_" + what] = {.whole = Tensor::from({1}, {1.f}),
+                                 .meaning = "1 = the ShapeError's message names " + values +
+                                            "; 0 = it did not (or nothing was refused)"};
+}
+
+ExpectedOutputs expected_refusals(uint64_t, int tp, bool) {
   ExpectedOutputs out;
-  expect_refusal(out, "fc1_of_ffn_not_divisible_by_tp", "shard_linear_fc1 raised ShapeError for ffn = 25",
-                 "it cut a fused fc1 whose ffn tp does not divide", "shard_linear_fc1");
-  expect_accepted(out, "positions_for_s_over_tp_rows", "rotary_positions(s/tp, ctx) under SP");
-  expect_refusal(out, "positions_for_s_rows_under_sp",
-                 "rotary_positions raised ShapeError for an input of s rows under SP (it must have s/tp)",
-                 "it accepted an input that disagrees with the layer context", "rotary_positions");
+  const std::string t = "tp=" + std::to_string(tp), s = "s=" + std::to_string(S);
+  for (const int64_t ffn : uneven_ffns(tp)) {
+    const std::string f = "ffn=" + std::to_string(ffn);
+    expect_refusal_naming(
+        out, "fc1_of_ffn_" + std::to_string(ffn), "shard_linear_fc1 raised ShapeError for " + f + " at " + t,
+        "it cut a fused fc1 whose ffn tp does not divide", "shard_linear_fc1", f + " and " + t);
+  }
+  expect_accepted(out, "positions_for_s_over_tp_rows_under_sp", "rotary_positions(s/tp, ctx) under SP");
+  expect_refusal_naming(
+      out, "positions_for_s_rows_under_sp",
+      "rotary_positions raised ShapeError for an input of s rows under SP (it must have s/tp)",
+      "it accepted an input that disagrees with the layer context", "rotary_positions", s + " and " + t);
+  expect_accepted(out, "positions_for_s_rows", "rotary_positions(s, ctx) without SP");
+  expect_refusal_naming(
+      out, "positions_for_s_over_tp_rows_without_sp",
+      "rotary_positions raised ShapeError for an input of s/tp rows without SP (it must have s)",
+      "it accepted an input that disagrees with the layer context", "rotary_positions", s + " and " + t);
   expect_accepted(out, "norm_name", "norm_grad_partial_over_tp(\"input_layernorm.weight\", true)");
-  expect_refusal(out, "not_a_norm_name",
-                 "norm_grad_partial_over_tp raised ShapeError for mlp.linear_fc2.weight",
-                 "it answered for a weight that is not an RMSNorm weight", "norm_grad_partial_over_tp");
+  for (const char* sp : {"off", "on"})
+    expect_refusal_naming(out, std::string("not_a_norm_name_sp_") + sp,
+                          std::string("norm_grad_partial_over_tp raised ShapeError for "
+                                      "decoder.layers.1.mlp.linear_fc2.weight with SP ") +
+                              sp,
+                          "it answered for a weight that is not an RMSNorm weight",
+                          "norm_grad_partial_over_tp", "the name");
   return out;
 }
 
@@ -187,16 +230,25 @@ void add_scenarios(std::vector<Scenario>& out) {
   out.push_back(
       {.lab = "lab05",
        .name = "packed_llama_layer",
-       .summary = "a Llama layer on two packed documents: positions restart at the document, not the shard",
+       .summary =
+           "a Llama layer on three packed documents: positions restart at each document, not each shard",
        .sp_variants = true,
        .dp_layout = false,
        .expected = [](uint64_t s, int tp, bool sp) { return expected_layer(s, tp, sp, true); },
        .pattern = [](int tp, bool sp) { return pattern_layer(tp, sp, true); }});
   out.push_back(
       {.lab = "lab05",
+       .name = "norm_rule",
+       .summary = "which RMSNorm weight gradients are partial over TP, for prefixed names, SP off and on",
+       .tp_sizes = {2},
+       .dp_layout = false,
+       .expected = expected_norm_rule});
+  out.push_back(
+      {.lab = "lab05",
        .name = "refusals",
        .summary = "the fc1 shard, the rotary positions and the norm rule refuse what their contracts refuse",
-       .tp_sizes = {2, 3},
+       .tp_sizes = {2, 3, 4},
+       .sp_only = true,
        .dp_layout = false,
        .expected = expected_refusals});
 }

@@ -15,9 +15,10 @@
 namespace tpsp::checkers::lab05 {
 
 constexpr int64_t S = 12, D = 6, FFN = 24;
-/// Packed sequences: one batch row of two documents, [0, 5) and [5, 12): the boundary falls inside a
-/// shard for tp = 2, 3, 4 under SP.
-inline const std::vector<int64_t> kPackedCu{0, 5, 12};
+/// Packed sequences: one batch row of three documents, [0, 5), [5, 9) and [9, 12): under SP the boundary
+/// at 5 falls inside a shard for tp = 2, 3, 4; three documents tell "restart at every boundary" from
+/// "restart at the first one".
+inline const std::vector<int64_t> kPackedCu{0, 5, 9, 12};
 
 /// One grouped-query attention configuration of a TP size: "groups_per_rank" (G % tp == 0: each rank
 /// holds G/tp whole groups) or "shared_groups" (tp % G == 0, G < tp: tp/G ranks share each group).
@@ -87,6 +88,24 @@ inline std::map<std::string, Tensor> whole_params(uint64_t seed, const LlamaCase
   std::map<std::string, Tensor> out;
   for (const auto& [name, shape] : unfused_shapes(c)) out[name] = whole_param(name, shape, seed, c);
   return out;
+}
+
+/// The names the norm rule is asked about (norm_rule scenario), as ParallelGPT passes them (prefixed), and
+/// whether each is partial over TP without SP and with SP.
+struct NormName {
+  const char* name;
+  bool partial_without_sp, partial_with_sp;
+};
+inline constexpr NormName kNormNames[] = {{"decoder.layers.0.input_layernorm.weight", false, true},
+                                          {"decoder.layers.1.pre_mlp_layernorm.weight", false, true},
+                                          {"decoder.layers.0.self_attention.q_layernorm.weight", true, true},
+                                          {"decoder.layers.2.self_attention.k_layernorm.weight", true, true},
+                                          {"decoder.final_layernorm.weight", false, true},
+                                          {"input_layernorm.weight", false, true}};
+/// The fused fc1 widths the refusals scenario cuts at tp: 25 (odd), and for tp > 2 an even one tp does not
+/// divide (26), so that a check of "ffn is even" instead of "tp divides ffn" is refused.
+inline std::vector<int64_t> uneven_ffns(int tp) {
+  return tp > 2 ? std::vector<int64_t>{25, 26} : std::vector<int64_t>{25};
 }
 
 /// The norm weights' gradients of a layer that the finalize phase sums.

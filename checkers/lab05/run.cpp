@@ -3,6 +3,7 @@
 // the norm gradients' sums). The layer's weights are cut by the engine's placements from whole weights
 // both halves draw from the seed, never by the learner's shard function.
 #include <algorithm>
+#include <iterator>
 
 #include "checkers/lab05/lab05.h"
 #include "checkers/run_context.h"
@@ -87,19 +88,59 @@ RankOutputs run_layer(RunContext& ctx, bool packed) {
   return out;
 }
 
+/// The norm rule asked about every kind of name ParallelGPT passes, without and with SP: [names, 2] flags.
+RankOutputs run_norm_rule(RunContext& ctx) {
+  std::vector<float> flags;
+  for (const NormName& nn : kNormNames)
+    for (const bool sp : {false, true})
+      flags.push_back(model::norm_grad_partial_over_tp(nn.name, sp) ? 1.f : 0.f);
+  return {{"partial", ctx.on_device(Tensor::from({static_cast<int64_t>(std::size(kNormNames)), 2}, flags))}};
+}
+
+/// check_refusal, plus "names_values_<what>": 1 when the ShapeError's message contains every string of
+/// `values` (the contracts' "ShapeError naming ffn and tp").
+template <class F>
+void check_refusal_naming(RunContext& ctx, RankOutputs& out, const std::string& what,
+                          const std::vector<std::string>& values, F&& fn) {
+  std::string message;
+  check_refusal(ctx, out, what, [&] {
+    try {
+      fn();
+    } catch (const std::invalid_argument& e) {
+      message = e.what();
+      throw;
+    }
+  });
+  bool named = !message.empty();
+  for (const std::string& v : values) named = named && message.find(v) != std::string::npos;
+  out["names_values_" + what] = ctx.on_device(Tensor::from({1}, {named ? 1.f : 0.f}));
+}
+
 /// What lab05's contracts promise to refuse, each beside a well-shaped call.
 RankOutputs run_refusals(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
+  const std::string tp = "tp=" + std::to_string(n), s = "s=" + std::to_string(S);
   RankOutputs out;
-  const Tensor uneven = ctx.on_device(fc1_whole(ctx.seed, FFN + 1));  // ffn = 25: no tp in 2 … 4 divides it
-  check_refusal(ctx, out, "fc1_of_ffn_not_divisible_by_tp", [&] { model::shard_linear_fc1(uneven, r, n); });
-  const model::LayerContext sp_ctx{ctx.tp, true, 0, 0, S, 2, Tensor(), {}};
-  check_accepts(ctx, out, "positions_for_s_over_tp_rows", [&] { model::rotary_positions(S / n, sp_ctx); });
-  check_refusal(ctx, out, "positions_for_s_rows_under_sp", [&] { model::rotary_positions(S, sp_ctx); });
+  for (const int64_t ffn : uneven_ffns(n)) {
+    const Tensor uneven = ctx.on_device(fc1_whole(ctx.seed, ffn));
+    check_refusal_naming(ctx, out, "fc1_of_ffn_" + std::to_string(ffn), {"ffn=" + std::to_string(ffn), tp},
+                         [&] { model::shard_linear_fc1(uneven, r, n); });
+  }
+  const model::LayerContext sp_ctx{ctx.tp, true, 0, 0, S, 2, Tensor(), {}},
+      plain_ctx{ctx.tp, false, 0, 0, S, 2, Tensor(), {}};
+  check_accepts(ctx, out, "positions_for_s_over_tp_rows_under_sp",
+                [&] { model::rotary_positions(S / n, sp_ctx); });
+  check_refusal_naming(ctx, out, "positions_for_s_rows_under_sp", {s, tp},
+                       [&] { model::rotary_positions(S, sp_ctx); });
+  check_accepts(ctx, out, "positions_for_s_rows", [&] { model::rotary_positions(S, plain_ctx); });
+  check_refusal_naming(ctx, out, "positions_for_s_over_tp_rows_without_sp", {s, tp},
+                       [&] { model::rotary_positions(S / n, plain_ctx); });
   check_accepts(ctx, out, "norm_name",
                 [&] { model::norm_grad_partial_over_tp("input_layernorm.weight", true); });
-  check_refusal(ctx, out, "not_a_norm_name",
-                [&] { model::norm_grad_partial_over_tp("mlp.linear_fc2.weight", true); });
+  const std::string not_norm = "decoder.layers.1.mlp.linear_fc2.weight";
+  for (const bool sp : {false, true})
+    check_refusal_naming(ctx, out, std::string("not_a_norm_name_sp_") + (sp ? "on" : "off"), {not_norm},
+                         [&] { model::norm_grad_partial_over_tp(not_norm, sp); });
   return out;
 }
 
@@ -108,6 +149,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
   out["lab05/local_heads"] = run_local_heads;
   out["lab05/llama_layer"] = [](RunContext& c) { return run_layer(c, false); };
   out["lab05/packed_llama_layer"] = [](RunContext& c) { return run_layer(c, true); };
+  out["lab05/norm_rule"] = run_norm_rule;
   out["lab05/refusals"] = run_refusals;
 }
 

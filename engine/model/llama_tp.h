@@ -45,7 +45,7 @@ LocalHeads local_heads(const LlamaLayerConfig& cfg, int rank, int tp);
 /// [gate rows r·ffn/tp … (r+1)·ffn/tp; the same rows of up] (Placement::Shard(0, 2), Megatron-LM
 /// layers.py stride=2 for the gated linear unit), so that the local output splits into [gate_r | up_r].
 /// Throws ShapeError naming the rule when whole is not 2-D, has an odd number of rows, or ffn is not
-/// divisible by tp, or r is outside [0, tp).
+/// divisible by tp (the message names ffn=<ffn> and tp=<tp>), or r is outside [0, tp).
 Tensor shard_linear_fc1(const Tensor& whole, int rank, int tp);
 
 /// q [s, b, groups·per·d], k and v [s, b, groups·d]: the local heads a rank attends with.
@@ -75,7 +75,7 @@ Tensor local_heads_to_qkv_grad(const QKV& grad, const LlamaLayerConfig& cfg, con
 /// sequence's start (ctx.cu_seqlens; empty: one sequence, 0 … s−1). input_rows: the rows of the layer's
 /// input on this rank (s/tp under SP, s otherwise). Source: Megatron-LM rotary_pos_embedding.py
 /// get_rotary_seq_len (× tp under SP) and packed sequences' position_ids. Throws ShapeError when
-/// input_rows disagrees with ctx (s, tp, SP).
+/// input_rows disagrees with ctx (the message names s=<s> and tp=<tp>, tp = ctx.tp->size()).
 std::vector<int64_t> rotary_positions(int64_t input_rows, const LayerContext& ctx);
 
 /// lab05. Whether each TP rank's gradient of the replicated RMSNorm weight `name`
@@ -83,7 +83,7 @@ std::vector<int64_t> rotary_positions(int64_t input_rows, const LayerContext& ct
 /// "…self_attention.k_layernorm.weight", "decoder.final_layernorm.weight") is only its share, to be summed
 /// over TP before the optimizer: the norms of the residual stream under sequence parallelism (each rank saw
 /// s/tp tokens), the per-head q/k norms always (each rank normalised heads/tp heads). Source: Megatron-LM
-/// finalize_model_grads.py. Throws ShapeError for a name that is none of these.
+/// finalize_model_grads.py. Throws ShapeError, naming it, for a name that is none of these (SP or not).
 bool norm_grad_partial_over_tp(const std::string& name, bool sequence_parallel);
 
 // ---- Layout helpers (engine/model/llama_heads.cpp) --------------------------------------------------

@@ -25,8 +25,8 @@ Tensor shard_linear_fc1(const Tensor& whole, int rank, int tp) {
              shape_str(whole.shape()));
   // TODO(lab05 shard_linear_fc1): whole [2·ffn, h] = [W_gate; W_up] -> rank r's [2·ffn/tp, h] = [gate rows
   // r·ffn/tp … (r+1)·ffn/tp; the same rows of up], so that its fc1 output splits into [gate_r | up_r].
-  // ffn not divisible by tp: ShapeError naming ffn and tp.
-  TPSP_LAB_TODO("lab05 shard_linear_fc1: whole [2·ffn, h] = [W_gate; W_up] -> rank r's [2·ffn/tp, h] = [gate rows r·ffn/tp … (r+1)·ffn/tp; the same rows of up], so that its fc1 output splits into [gate_r | up_r]. ffn not divisible by tp: ShapeError naming ffn and tp");
+  // ffn not divisible by tp: ShapeError whose message names them as ffn=<ffn> and tp=<tp>.
+  TPSP_LAB_TODO("lab05 shard_linear_fc1: whole [2·ffn, h] = [W_gate; W_up] -> rank r's [2·ffn/tp, h] = [gate rows r·ffn/tp … (r+1)·ffn/tp; the same rows of up], so that its fc1 output splits into [gate_r | up_r]. ffn not divisible by tp: ShapeError whose message names them as ffn=<ffn> and tp=<tp>");
 }
 
 QKV qkv_to_local_heads(const Tensor& qkv, const LlamaLayerConfig& cfg, const LocalHeads& L,
@@ -57,16 +57,16 @@ std::vector<int64_t> rotary_positions(int64_t input_rows, const LayerContext& ct
   // TODO(lab05 rotary_positions): one position per token of the whole sequence (ctx.seq of them, whatever
   // input_rows is: q and k are rotated after the QKV projection gathered the sequence), restarting at 0 at
   // each ctx.cu_seqlens boundary (empty: 0 … s−1). input_rows must be s/tp under SP (ctx.sequence_parallel)
-  // and s otherwise: ShapeError naming input_rows, s and tp.
-  TPSP_LAB_TODO("lab05 rotary_positions: one position per token of the whole sequence (ctx.seq of them, whatever input_rows is: q and k are rotated after the QKV projection gathered the sequence), restarting at 0 at each ctx.cu_seqlens boundary (empty: 0 … s−1). input_rows must be s/tp under SP (ctx.sequence_parallel) and s otherwise: ShapeError naming input_rows, s and tp");
+  // and s otherwise (tp = ctx.tp->size()): ShapeError whose message names s=<s> and tp=<tp>.
+  TPSP_LAB_TODO("lab05 rotary_positions: one position per token of the whole sequence (ctx.seq of them, whatever input_rows is: q and k are rotated after the QKV projection gathered the sequence), restarting at 0 at each ctx.cu_seqlens boundary (empty: 0 … s−1). input_rows must be s/tp under SP (ctx.sequence_parallel) and s otherwise (tp = ctx.tp->size()): ShapeError whose message names s=<s> and tp=<tp>");
 }
 
 bool norm_grad_partial_over_tp(const std::string& name, bool sequence_parallel) {
   // TODO(lab05 norm_grad_partial_over_tp): name ends with input_layernorm.weight, pre_mlp_layernorm.weight or
   // final_layernorm.weight (the residual stream's RMSNorms: partial exactly under sequence parallelism) or
-  // q_layernorm.weight / k_layernorm.weight (per-head norms: partial always). Another name: ShapeError
-  // naming it.
-  TPSP_LAB_TODO("lab05 norm_grad_partial_over_tp: name ends with input_layernorm.weight, pre_mlp_layernorm.weight or final_layernorm.weight (the residual stream's RMSNorms: partial exactly under sequence parallelism) or q_layernorm.weight / k_layernorm.weight (per-head norms: partial always). Another name: ShapeError naming it");
+  // q_layernorm.weight / k_layernorm.weight (per-head norms: partial always), whatever prefix the name has
+  // ("decoder.layers.3."). Another name, with SP or without: ShapeError whose message holds the name.
+  TPSP_LAB_TODO("lab05 norm_grad_partial_over_tp: name ends with input_layernorm.weight, pre_mlp_layernorm.weight or final_layernorm.weight (the residual stream's RMSNorms: partial exactly under sequence parallelism) or q_layernorm.weight / k_layernorm.weight (per-head norms: partial always), whatever prefix the name has (\"decoder.layers.3.\"). Another name, with SP or without: ShapeError whose message holds the name");
 }
 
 }  // namespace tpsp::model
