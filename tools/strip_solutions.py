@@ -11,13 +11,20 @@ Every solution body in a lab-owned engine file is written as
 and becomes, in the skeleton,
 
     // TODO(lab01 f backward): <what the body must compute and communicate>
-    TPSP_LAB_TODO("lab01 f backward: <the TODO's text>");
+    TPSP_LAB_TODO("lab01 f backward");
+
+The contract is written once, in the TODO comment. The checker quotes it from lab_todos.json (made by
+--contracts from the engine files in the build, shipped in a learner copy), never from the learner's
+editable file.
 
 Usage:
   strip_solutions.py FILE            print the skeleton of FILE
   strip_solutions.py --check FILE SKELETON
                                      exit 1 (with a diff) unless SKELETON is FILE stripped
   strip_solutions.py --lab-files     print "lab engine_file skeleton_file" for every lab file
+  strip_solutions.py --contracts OUT [FILE...]
+                                     write {"labNN what": "the TODO's text"} of FILEs (default: every lab
+                                     engine file of the registry) to OUT as JSON
   strip_solutions.py --update-skeletons
                                      (maintainers) rewrite labs/*/ skeletons from the engine files;
                                      refuses to touch a skeleton that is not a pristine copy of the
@@ -67,9 +74,8 @@ def strip(text: str, path: str = "<input>") -> str:
                 j += 1
             if j == len(lines):
                 raise ValueError(f"{path}:{i + 1}: BEGIN SOLUTION is never ended")
-            indent, what, sentence = todo
-            summary = sentence.rstrip(".").replace("\\", "\\\\").replace('"', '\\"')
-            out.append(f'{indent}TPSP_LAB_TODO("{what}: {summary}");\n')
+            indent, what, _ = todo
+            out.append(f'{indent}TPSP_LAB_TODO("{what}");\n')
             todo = None
             i = j + 1
             continue
@@ -78,6 +84,43 @@ def strip(text: str, path: str = "<input>") -> str:
         out.append(line)
         i += 1
     return "".join(out)
+
+
+def contracts(text: str, path: str = "<input>") -> dict:
+    """{"labNN what": sentence} of every TODO comment right above a solution block of text."""
+    out, todo = {}, None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = TODO_RE.match(lines[i])
+        if m:
+            _, what, first = m.groups()
+            words = [first]
+            i += 1
+            while i < len(lines) and lines[i].strip().startswith("//") and not BEGIN_RE.match(lines[i]):
+                words.append(lines[i].strip()[2:].strip())
+                i += 1
+            todo = (what, " ".join(words).rstrip("."))
+            continue
+        if BEGIN_RE.match(lines[i]) and todo is not None:
+            if todo[0] in out:
+                raise ValueError(f"{path}:{i + 1}: a second TODO named '{todo[0]}'")
+            out[todo[0]] = todo[1]
+            todo = None
+        i += 1
+    return out
+
+
+def write_contracts(out_path, files):
+    import json
+    table = {}
+    for f in files:
+        with open(f) as src:
+            table.update(contracts(src.read(), f))
+    with open(out_path, "w") as dst:
+        json.dump(table, dst, indent=1, ensure_ascii=False, sort_keys=True)
+        dst.write("\n")
+    return 0
 
 
 def lab_files(root="."):
@@ -121,6 +164,8 @@ def main(argv):
         return 0
     if len(argv) == 2 and argv[1] == "--update-skeletons":
         return update_skeletons()
+    if len(argv) >= 3 and argv[1] == "--contracts":
+        return write_contracts(argv[2], argv[3:] or [engine for _, engine, _ in lab_files()])
     if len(argv) == 2:
         with open(argv[1]) as f:
             sys.stdout.write(strip(f.read(), argv[1]))

@@ -13,6 +13,7 @@
 
 #include "checkers/grader/diagnose.h"
 #include "checkers/grader/hints.h"
+#include "checkers/grader/todo_contracts.h"
 #include "checkers/inputs.h"
 #include "checkers/sandbox/witness_judge.h"
 #include "engine/error.h"
@@ -325,7 +326,7 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
         res.problems.push_back("needs " + t.brief() + ", not implemented in your copy yet");
       } else {
         res.verdict = Verdict::todo;
-        res.problems.push_back(msg);
+        res.problems.push_back(todo_report(msg));
         // The TODO states the task's contract; the guided text is one command away.
         if (t.what.size() > t.lab.size() + 1)
           res.problems.push_back("stuck? " + hint_command(t.lab, t.what.substr(t.lab.size() + 1)) +

@@ -50,17 +50,23 @@ std::string read_text(const fs::path& p) {
 /// or "" when no file holds its TPSP_LAB_TODO any more.
 std::string todo_location(const fs::path& source_dir, const std::string& lab, const std::string& dir,
                           const std::vector<std::string>& files, const std::string& name) {
-  const std::string call = "TPSP_LAB_TODO(", text = "\"" + lab + " " + name + ":";
+  // TPSP_LAB_TODO("lab05 name"), or from an older skeleton TPSP_LAB_TODO("lab05 name: contract").
+  const std::string call = "TPSP_LAB_TODO(", text = "\"" + lab + " " + name;
+  const auto names_it = [&](const std::string& line, std::size_t at) {
+    return at + text.size() < line.size() && (line[at + text.size()] == '"' || line[at + text.size()] == ':');
+  };
   for (const std::string& f : files) {
     const fs::path rel = fs::path(dir) / fs::path(f).filename();
     std::ifstream in(source_dir / rel);
     int n = 0, open_at = 0;  // open_at: the line of a TPSP_LAB_TODO( whose string starts on the next line
     for (std::string line; std::getline(in, line);) {
       ++n;
-      if (line.find(call + text) != std::string::npos) return fmt::format("{}:{}", rel.string(), n);
+      if (const auto at = line.find(call + text); at != std::string::npos && names_it(line, at + call.size()))
+        return fmt::format("{}:{}", rel.string(), n);
       // clang-format may break the line after the parenthesis: the string then opens the next line.
-      if (open_at == n - 1 && line.find_first_not_of(" \t") != std::string::npos &&
-          line.compare(line.find_first_not_of(" \t"), text.size(), text) == 0)
+      if (const auto first = line.find_first_not_of(" \t"); open_at == n - 1 && first != std::string::npos &&
+                                                            line.compare(first, text.size(), text) == 0 &&
+                                                            names_it(line, first))
         return fmt::format("{}:{}", rel.string(), open_at);
       const std::size_t end = line.find_last_not_of(" \t");
       if (end != std::string::npos && end + 1 >= call.size() &&

@@ -42,7 +42,7 @@ Tensor ring_reduce_scatter(ProcessGroup& pg, const Tensor& in, const std::string
   // sum over all ranks of their chunk r (rows [r·k, (r+1)·k)). Communication: send/recv only, to rank (r+1)
   // mod n and from (r-1) mod n, in n-1 steps (step i labelled label + ".step<i>"), (n-1)/n of in's bytes
   // sent per rank. n = 1: a copy, nothing sent. Bad shape: ShapeError before anything is sent.
-  TPSP_LAB_TODO("lab00 ring_reduce_scatter: in [n·k, ...] on each of the n ranks -> [k, ...]: rank r returns the sum over all ranks of their chunk r (rows [r·k, (r+1)·k)). Communication: send/recv only, to rank (r+1) mod n and from (r-1) mod n, in n-1 steps (step i labelled label + \".step<i>\"), (n-1)/n of in's bytes sent per rank. n = 1: a copy, nothing sent. Bad shape: ShapeError before anything is sent");
+  TPSP_LAB_TODO("lab00 ring_reduce_scatter");
 }
 
 Tensor ring_all_gather(ProcessGroup& pg, const Tensor& in, const std::string& label) {
@@ -50,7 +50,7 @@ Tensor ring_all_gather(ProcessGroup& pg, const Tensor& in, const std::string& la
   // rows [j·k, (j+1)·k) hold rank j's in. Communication: send/recv only, to rank (r+1) mod n and from (r-1)
   // mod n, in n-1 steps (step i labelled label + ".step<i>"), (n-1)/n of the output's bytes sent per rank.
   // Bad shape: ShapeError before anything is sent.
-  TPSP_LAB_TODO("lab00 ring_all_gather: in [k, ...] on each of the n ranks -> [n·k, ...], the same on every rank: rows [j·k, (j+1)·k) hold rank j's in. Communication: send/recv only, to rank (r+1) mod n and from (r-1) mod n, in n-1 steps (step i labelled label + \".step<i>\"), (n-1)/n of the output's bytes sent per rank. Bad shape: ShapeError before anything is sent");
+  TPSP_LAB_TODO("lab00 ring_all_gather");
 }
 
 void ring_all_reduce(ProcessGroup& pg, Tensor& t, const std::string& label) {
@@ -58,7 +58,7 @@ void ring_all_reduce(ProcessGroup& pg, Tensor& t, const std::string& label) {
   // same on every rank. Communication: a ring reduce-scatter labelled label + ".reduce_scatter", then a
   // ring all-gather labelled label + ".all_gather": 2(n-1) steps, 2(n-1)/n of t's bytes sent per rank;
   // n = 1: nothing sent. Bad shape: ShapeError before anything is sent.
-  TPSP_LAB_TODO("lab00 ring_all_reduce: t [n·k, ...], in place: afterwards t is the sum over all ranks of t, the same on every rank. Communication: a ring reduce-scatter labelled label + \".reduce_scatter\", then a ring all-gather labelled label + \".all_gather\": 2(n-1) steps, 2(n-1)/n of t's bytes sent per rank; n = 1: nothing sent. Bad shape: ShapeError before anything is sent");
+  TPSP_LAB_TODO("lab00 ring_all_reduce");
 }
 
 }  // namespace tpsp::comm

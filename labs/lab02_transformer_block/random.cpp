@@ -31,21 +31,21 @@ void RngStatesTracker::add(const std::string& name, uint64_t seed) {
   // TODO(lab02 rng add): Afterwards the tracker holds the state {seed, offset 0} under `name`, and the
   // current generator is unchanged. A seed that an added state already uses, or a name already added:
   // ShapeError naming it, tracker unchanged. No communication (nothing in this file communicates).
-  TPSP_LAB_TODO("lab02 rng add: Afterwards the tracker holds the state {seed, offset 0} under `name`, and the current generator is unchanged. A seed that an added state already uses, or a name already added: ShapeError naming it, tracker unchanged. No communication (nothing in this file communicates)");
+  TPSP_LAB_TODO("lab02 rng add");
 }
 
 RngStatesTracker::ForkGuard::ForkGuard(RngStatesTracker& tracker, std::string name)
     : tracker_(tracker), name_(std::move(name)) {
   // TODO(lab02 rng fork): While the guard lives, draws come from the named state, continuing where the last
   // fork of that name stopped (forks may nest). A name never added: ShapeError naming it.
-  TPSP_LAB_TODO("lab02 rng fork: While the guard lives, draws come from the named state, continuing where the last fork of that name stopped (forks may nest). A name never added: ShapeError naming it");
+  TPSP_LAB_TODO("lab02 rng fork");
 }
 
 RngStatesTracker::ForkGuard::~ForkGuard() {
   // TODO(lab02 rng unfork): When the guard ends, the named state keeps the progress made while forked (the
   // next fork of it resumes there), and the generator current before the fork (the default one, or the
   // outer named state with its progress) is current again.
-  TPSP_LAB_TODO("lab02 rng unfork: When the guard ends, the named state keeps the progress made while forked (the next fork of it resumes there), and the generator current before the fork (the default one, or the outer named state with its progress) is current again");
+  TPSP_LAB_TODO("lab02 rng unfork");
 }
 
 void model_parallel_manual_seed(RngStatesTracker& tracker, uint64_t seed, int64_t tp_rank) {
@@ -58,7 +58,7 @@ void model_parallel_manual_seed(RngStatesTracker& tracker, uint64_t seed, int64_
   // kDataParallelRngName = seed (the same on every TP rank) and kModelParallelRngName = seed +
   // kModelParallelSeedOffset + tp_rank (different on every TP rank), and the default generator is seeded
   // with seed.
-  TPSP_LAB_TODO("lab02 rng seed: Megatron model_parallel_cuda_manual_seed. Afterwards the tracker holds exactly kDataParallelRngName = seed (the same on every TP rank) and kModelParallelRngName = seed + kModelParallelSeedOffset + tp_rank (different on every TP rank), and the default generator is seeded with seed");
+  TPSP_LAB_TODO("lab02 rng seed");
 }
 
 }  // namespace tpsp::tensor_parallel

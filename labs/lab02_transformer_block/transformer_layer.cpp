@@ -24,7 +24,7 @@ Tensor TransformerLayer::forward(const Tensor& x, LayerSaved& S, const LayerCont
   // reference's dropout masks bit for bit, and attention only within each packed sequence (ctx.cu_seqlens);
   // fill `saved`. Communication only through the linear layers, on
   // tp: 2 all-reduces of [s, b, h] (under SP: 2 all-gathers and 2 reduce-scatters along dim 0).
-  TPSP_LAB_TODO("lab02 TransformerLayer forward: x [s, b, h] (under SP: this rank's rows [s/tp, b, h]) -> y of the same shape = the single-process pre-LN layer (reference/transformer_layer.h) on those rows, with the reference's dropout masks bit for bit, and attention only within each packed sequence (ctx.cu_seqlens); fill `saved`. Communication only through the linear layers, on tp: 2 all-reduces of [s, b, h] (under SP: 2 all-gathers and 2 reduce-scatters along dim 0)");
+  TPSP_LAB_TODO("lab02 TransformerLayer forward");
 }
 
 Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const LayerContext& ctx) {
@@ -32,7 +32,7 @@ Tensor TransformerLayer::backward(const Tensor& dy, const LayerSaved& S, const L
   // those rows; every parameter gradient added (+=) to its buffer (this rank's shard of a split weight).
   // Communication only through the linear layers, on tp per pass: 2 all-reduces of [s, b, h] (under SP: 4
   // all-gathers and 2 reduce-scatters along dim 0).
-  TPSP_LAB_TODO("lab02 TransformerLayer backward: dy shaped as y -> dx shaped as x = the single-process dX on those rows; every parameter gradient added (+=) to its buffer (this rank's shard of a split weight). Communication only through the linear layers, on tp per pass: 2 all-reduces of [s, b, h] (under SP: 4 all-gathers and 2 reduce-scatters along dim 0)");
+  TPSP_LAB_TODO("lab02 TransformerLayer backward");
 }
 
 }  // namespace tpsp::model

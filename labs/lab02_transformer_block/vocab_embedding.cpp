@@ -19,14 +19,14 @@ Tensor VocabParallelEmbedding::forward(const TokenBatch& ids, ProcessGroup& tp) 
   // rank r's rows of the table, from vocab_start(tp). Return the single-process lookup [s, b, h], the same
   // on every rank (under SP: this rank's rows [s/tp, b, h]). Communication on tp: one all-reduce (sum) of
   // [s, b, h]; under SP one reduce-scatter (sum) along dim 0 of an [s, b, h] input. Never gather the table.
-  TPSP_LAB_TODO("lab02 VocabParallelEmbedding forward: ids [b, s] (global ids in [0, V)); weight_ [V_pad/tp, h] is rank r's rows of the table, from vocab_start(tp). Return the single-process lookup [s, b, h], the same on every rank (under SP: this rank's rows [s/tp, b, h]). Communication on tp: one all-reduce (sum) of [s, b, h]; under SP one reduce-scatter (sum) along dim 0 of an [s, b, h] input. Never gather the table");
+  TPSP_LAB_TODO("lab02 VocabParallelEmbedding forward");
 }
 
 void VocabParallelEmbedding::backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) {
   // TODO(lab02 VocabParallelEmbedding backward): dout [s, b, h] (under SP: this rank's rows [s/tp, b, h]),
   // ids [b, s]: add (+=) to dweight_ [V_pad/tp, h] this rank's rows of the single-process table gradient.
   // Communication on tp: none without SP; under SP one all-gather along dim 0 of [s, b, h].
-  TPSP_LAB_TODO("lab02 VocabParallelEmbedding backward: dout [s, b, h] (under SP: this rank's rows [s/tp, b, h]), ids [b, s]: add (+=) to dweight_ [V_pad/tp, h] this rank's rows of the single-process table gradient. Communication on tp: none without SP; under SP one all-gather along dim 0 of [s, b, h]");
+  TPSP_LAB_TODO("lab02 VocabParallelEmbedding backward");
 }
 
 }  // namespace tpsp::tensor_parallel

@@ -24,7 +24,7 @@ Tensor ColumnParallelLinear::forward_sp(const Tensor& x, LinearSaved& saved, Pro
   // all-gather along dim 0 of s·b·in·4 bytes (plus lab01's gather_output all-gather when set); none
   // at tp = 1. Afterwards saved.input is the [s/tp, b, in] shard — never the gathered [s, b, in],
   // which would keep tp× the activation memory. x is const and never written.
-  TPSP_LAB_TODO("lab03 ColumnParallelLinear SP forward: x [s/tp, b, in], rows [r·s/tp, (r+1)·s/tp) of the whole X → Y_r = X·A_rᵀ + b_r over the WHOLE sequence, [s, b, out/tp] (bias as in lab01: none when undefined or skip_bias_add; gather_output as in lab01). Communication on tp: exactly one all-gather along dim 0 of s·b·in·4 bytes (plus lab01's gather_output all-gather when set); none at tp = 1. Afterwards saved.input is the [s/tp, b, in] shard — never the gathered [s, b, in], which would keep tp× the activation memory. x is const and never written");
+  TPSP_LAB_TODO("lab03 ColumnParallelLinear SP forward");
 }
 
 Tensor ColumnParallelLinear::backward_sp(const Tensor& dy_in, const LinearSaved& saved, ProcessGroup& tp) {
@@ -35,7 +35,7 @@ Tensor ColumnParallelLinear::backward_sp(const Tensor& dy_in, const LinearSaved&
   // exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again; none
   // for a frozen weight, whose gradient is not computed) and one reduce-scatter (sum) along dim 0
   // (s·b·in·4 bytes); no all-reduce; none at tp = 1.
-  TPSP_LAB_TODO("lab03 ColumnParallelLinear SP backward: dy shaped like SP forward's output ([s, b, out/tp]) → dX [s/tp, b, in]: rows [r·s/tp, (r+1)·s/tp) of the whole Σ_r dY_r·A_r. After the call dweight_ += dY_rᵀ·X with X the WHOLE [s, b, in] input, and dbias_ += Σ dY_r over s and b (ADDED; undefined buffers skipped; a frozen weight still returns dX). Communication on tp, per call: exactly one all-gather along dim 0 (s·b·in·4 bytes: saved.input, the shard, gathered again; none for a frozen weight, whose gradient is not computed) and one reduce-scatter (sum) along dim 0 (s·b·in·4 bytes); no all-reduce; none at tp = 1");
+  TPSP_LAB_TODO("lab03 ColumnParallelLinear SP backward");
 }
 
 Tensor RowParallelLinear::forward_sp(const Tensor& x, LinearSaved& saved, ProcessGroup& tp) const {
@@ -45,7 +45,7 @@ Tensor RowParallelLinear::forward_sp(const Tensor& x, LinearSaved& saved, Proces
   // undefined or skip_bias_add). Communication on tp: exactly one reduce-scatter (sum) along dim 0
   // of s·b·out·4 bytes — not an all-reduce; none at tp = 1. A last dim that does not match the
   // weight is a ShapeError naming both shapes, before any communication; afterwards saved.input is x.
-  TPSP_LAB_TODO("lab03 RowParallelLinear SP forward: x [s, b, in/tp] (input_is_parallel, which the constructor enforces under SP) → Y = X·Bᵀ + b, this rank's rows [s/tp, b, out] ([r·s/tp, (r+1)·s/tp) of the whole product), the full bias added exactly once per row (none when undefined or skip_bias_add). Communication on tp: exactly one reduce-scatter (sum) along dim 0 of s·b·out·4 bytes — not an all-reduce; none at tp = 1. A last dim that does not match the weight is a ShapeError naming both shapes, before any communication; afterwards saved.input is x");
+  TPSP_LAB_TODO("lab03 RowParallelLinear SP forward");
 }
 
 Tensor RowParallelLinear::backward_sp(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
@@ -54,7 +54,7 @@ Tensor RowParallelLinear::backward_sp(const Tensor& dy, const LinearSaved& saved
   // dbias_ += Σ dY over THIS rank's s/tp rows only (a partial sum: allreduce_sequence_parallel_grads
   // sums it over TP later); both ADDED, undefined buffers skipped. Communication on tp: exactly one
   // all-gather along dim 0 of s·b·out·4 bytes; none at tp = 1.
-  TPSP_LAB_TODO("lab03 RowParallelLinear SP backward: dy [s/tp, b, out], this rank's rows → dX [s, b, in/tp] = dY·B_r over the WHOLE sequence. After the call dweight_ += dYᵀ·X_r with the whole dY, and dbias_ += Σ dY over THIS rank's s/tp rows only (a partial sum: allreduce_sequence_parallel_grads sums it over TP later); both ADDED, undefined buffers skipped. Communication on tp: exactly one all-gather along dim 0 of s·b·out·4 bytes; none at tp = 1");
+  TPSP_LAB_TODO("lab03 RowParallelLinear SP backward");
 }
 
 }  // namespace tpsp::tensor_parallel

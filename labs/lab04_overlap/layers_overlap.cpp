@@ -21,7 +21,7 @@ Tensor ColumnParallelLinear::forward_overlap(const Tensor& x, LinearSaved& saved
   // TODO(lab04 ColumnParallelLinear forward overlap): The contract of lab01's ColumnParallelLinear forward
   // (outputs, saved input: the shard under SP). Under SP there is no all-gather collective: the gathered
   // GEMM runs as this lab's ring, labelled name + ".ag". Without SP the communication is lab01's.
-  TPSP_LAB_TODO("lab04 ColumnParallelLinear forward overlap: The contract of lab01's ColumnParallelLinear forward (outputs, saved input: the shard under SP). Under SP there is no all-gather collective: the gathered GEMM runs as this lab's ring, labelled name + \".ag\". Without SP the communication is lab01's");
+  TPSP_LAB_TODO("lab04 ColumnParallelLinear forward overlap");
 }
 
 Tensor ColumnParallelLinear::backward_overlap(const Tensor& dy_in, const LinearSaved& saved,
@@ -31,21 +31,21 @@ Tensor ColumnParallelLinear::backward_overlap(const Tensor& dy_in, const LinearS
   // ".ag_wgrad") in flight during the dX GEMM and the reduce-scatter of dX (name + ".ag") in flight during
   // the weight-gradient GEMM; without SP the all-reduce of dX (name + ".f") in flight during the
   // weight-gradient GEMM. Every call waited; dX untouched while in flight.
-  TPSP_LAB_TODO("lab04 ColumnParallelLinear backward overlap: The contract of lab01's ColumnParallelLinear backward, with its collectives issued asynchronously: under SP the all-gather of X (label name + \".ag_wgrad\") in flight during the dX GEMM and the reduce-scatter of dX (name + \".ag\") in flight during the weight-gradient GEMM; without SP the all-reduce of dX (name + \".f\") in flight during the weight-gradient GEMM. Every call waited; dX untouched while in flight");
+  TPSP_LAB_TODO("lab04 ColumnParallelLinear backward overlap");
 }
 
 Tensor RowParallelLinear::forward_overlap(const Tensor& x_in, LinearSaved& saved, ProcessGroup& tp) const {
   // TODO(lab04 RowParallelLinear forward overlap): The contract of lab01's RowParallelLinear forward. Under
   // SP there is no reduce-scatter collective: the GEMM and its reduction run as this lab's ring, labelled
   // name + ".rs". Without SP the all-reduce stays as in lab01.
-  TPSP_LAB_TODO("lab04 RowParallelLinear forward overlap: The contract of lab01's RowParallelLinear forward. Under SP there is no reduce-scatter collective: the GEMM and its reduction run as this lab's ring, labelled name + \".rs\". Without SP the all-reduce stays as in lab01");
+  TPSP_LAB_TODO("lab04 RowParallelLinear forward overlap");
 }
 
 Tensor RowParallelLinear::backward_overlap(const Tensor& dy, const LinearSaved& saved, ProcessGroup& tp) {
   // TODO(lab04 RowParallelLinear backward overlap): The contract of lab01's RowParallelLinear backward.
   // Under SP there is no all-gather collective of dY: the dX GEMM runs as this lab's ring, labelled name +
   // ".rs" (the weight gradient needs the gathered dY). Without SP: no communication.
-  TPSP_LAB_TODO("lab04 RowParallelLinear backward overlap: The contract of lab01's RowParallelLinear backward. Under SP there is no all-gather collective of dY: the dX GEMM runs as this lab's ring, labelled name + \".rs\" (the weight gradient needs the gathered dY). Without SP: no communication");
+  TPSP_LAB_TODO("lab04 RowParallelLinear backward overlap");
 }
 
 }  // namespace tpsp::tensor_parallel
