@@ -2,9 +2,10 @@
 # Test of `make release`: the learner copy is a complete product that grades itself.
 #  1. It holds no solution (no lab-owned engine file, no solution block) and no tests/; its README
 #     shows the copy's set-up and hides the full repository's.
-#  2. As shipped (every lab a skeleton) ./check fails cleanly with "not implemented yet" and the
-#     command that prints the task's hint, which works (every lab has its HINTS.md), and
-#     ./check --solution is refused in one line; the prediction templates ship, not filled in.
+#  2. As shipped (every lab a skeleton) ./check fails cleanly with "not implemented yet", the TODO's
+#     contract (from the shipped lab_todos.json) and the command that prints the task's hint, which
+#     works (every lab has its HINTS.md), and ./check --solution is refused in one line; the
+#     prediction templates ship, not filled in.
 #  3. A learner who did only lab03: lab03's own scenarios pass; the ones that need lab01/lab02 code
 #     say NEEDS and name it; make demo says in one line that the labs are not finished.
 #  3b. The same learner also did lab05: its own scenarios pass, the Llama layer's say NEEDS lab01.
@@ -51,6 +52,9 @@ set -e
 printf '%s\n' "$out" | tail -n 5
 [ "$code" -eq 1 ] || fail "./check of the skeletons: expected exit 1, got $code"
 grep -q 'not implemented yet: lab03' <<<"$out" || fail "no 'not implemented yet' guidance"
+# The TODO's contract is quoted from the shipped checkers/lab_todos.json (the skeleton names the task only).
+grep -Eq 'not implemented yet: lab03 [^:]+: .{40,} \(labs/lab03_sequence_parallel/' <<<"$out" ||
+  fail "the TODO's contract is not quoted"
 grep -q 'stuck? ./check lab03 --hint ' <<<"$out" || fail "no pointer to the task's hint"
 for d in labs/lab[0-9][0-9]_*/; do [ -f "$d/HINTS.md" ] || fail "$d has no HINTS.md"; done
 hint=$(./check lab03 --hint seq 2>&1) && grep -q 'hint for "lab03 sequence_parallel grads"' <<<"$hint" ||
