@@ -2,28 +2,20 @@
 #include "launch/launcher.h"
 
 #include <fcntl.h>
-#include <grp.h>
+#include <fmt/format.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include "launch/strays.h"
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <optional>
+
+#include "launch/child.h"
+#include "launch/strays.h"
 
 extern char** environ;
 
@@ -147,67 +139,6 @@ struct Proc {
   std::optional<Clock::time_point> sigkill_at;  // when SIGKILL was sent to its group
 };
 
-// Writes `message` to fd 2 and ends the child with `code` (between fork and exec: no stdio, no exit
-// handlers).
-[[noreturn]] void child_fail(const std::string& message, int code) {
-  [[maybe_unused]] const ssize_t n = write(2, message.data(), message.size());
-  _exit(code);
-}
-
-// In the child after fork, as root: namespaces of the rank's own (RankSpec::isolate). Ends the child with
-// 126 when one cannot be made.
-void isolate_child(const std::vector<std::string>& own_dirs) {
-  auto check = [](bool ok, const std::string& what) {
-    if (!ok)
-      child_fail(fmt::format("tpsp-run: cannot isolate the rank ({}): {}\n", what, std::strerror(errno)),
-                 126);
-  };
-  check(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) == 0, "unshare");
-  // No setuid program it may reach (the system's su, mount, ...) can raise its rights again.
-  check(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no new privileges");
-  check(mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0, "making / private");
-  for (const char* dir : {"/tmp", "/dev/shm"})
-    if (access(dir, F_OK) == 0)
-      check(mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777") == 0,
-            std::string("a tmpfs on ") + dir);
-  for (std::size_t i = 0; i < own_dirs.size(); ++i) {
-    const std::string& own = own_dirs[i];
-    const std::size_t slash = own.find_last_of('/');
-    if (slash == std::string::npos || slash == 0) continue;
-    const std::string parent = own.substr(0, slash), stage = "/tmp/.own" + std::to_string(i);
-    check(
-        mkdir(stage.c_str(), 0700) == 0 && mount(own.c_str(), stage.c_str(), nullptr, MS_BIND, nullptr) == 0,
-        "keeping " + own);
-    check(mount("tmpfs", parent.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0711") == 0,
-          "hiding the rest of " + parent);
-    check(mkdir(own.c_str(), 0700) == 0 &&
-              mount(stage.c_str(), own.c_str(), nullptr, MS_BIND, nullptr) == 0 &&
-              umount2(stage.c_str(), MNT_DETACH) == 0 && rmdir(stage.c_str()) == 0,
-          "showing " + own);
-  }
-}
-
-// In the child after fork: applies `c` (limits first, then the identity: a uid change clears the
-// parent-death signal, which is therefore set after it). Ends the child with 126 when one cannot be applied.
-void confine_child(const Confinement& c) {
-  auto limit = [](int resource, unsigned long long value, const char* name) {
-    if (value == 0) return;
-    const rlimit lim{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
-    if (setrlimit(resource, &lim) != 0)
-      child_fail(fmt::format("tpsp-run: cannot set {} to {}: {}\n", name, value, std::strerror(errno)), 126);
-  };
-  limit(RLIMIT_AS, c.memory_bytes, "RLIMIT_AS");
-  limit(RLIMIT_CPU, c.cpu_seconds, "RLIMIT_CPU");
-  limit(RLIMIT_FSIZE, c.file_bytes, "RLIMIT_FSIZE");
-  limit(RLIMIT_NPROC, c.processes, "RLIMIT_NPROC");
-  if (c.uid < 0) return;
-  const rlimit no_core{0, 0};  // a confined rank leaves no core file
-  setrlimit(RLIMIT_CORE, &no_core);
-  const auto id = static_cast<uid_t>(c.uid);
-  if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(id)) != 0 || setuid(id) != 0)
-    child_fail(fmt::format("tpsp-run: cannot run as uid {}: {}\n", c.uid, std::strerror(errno)), 126);
-}
-
 // In the child after fork: joins a new process group, wires stdin/stdout/stderr, applies the
 // confinement, restores default signal handling and the caller's mask, then execs. Never returns; exits
 // 127 (not found) or 126 (other exec errors) after writing the reason to the rank's stderr (so it shows
@@ -219,13 +150,7 @@ void confine_child(const Confinement& c) {
   dup2(err_fd, 2);
   if (rank.isolate) isolate_child(rank.own_dirs);
   confine_child(confine);
-#ifdef __linux__
-  // If the launcher is killed outright (SIGKILL), take the rank down with it.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != launcher_pid) _exit(126);
-#else
-  (void)launcher_pid;
-#endif
+  end_with_parent(launcher_pid, SIGKILL, 126);  // a launcher killed outright takes the rank down with it
   if (in_fd >= 0) dup2(in_fd, 0);
   dup2(out_fd, 1);
   dup2(err_fd, 2);

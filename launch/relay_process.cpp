@@ -1,9 +1,6 @@
 #include "launch/relay_process.h"
 
 #include <signal.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "launch/child.h"
 #include "launch/relay_server.h"
 
 namespace tpsp::run {
@@ -38,14 +36,9 @@ bool RelayProcess::start(int world, const std::string& log) {
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {
-#ifdef __linux__
     // The relay ends with the process that started it, even one killed by SIGKILL: its ranks then see
     // their sockets close instead of waiting for a relay nobody will stop.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
-#else
-    (void)parent;
-#endif
+    end_with_parent(parent, SIGKILL, 1);
     for (int fd : rank_ends_) ::close(fd);
     serve_relay(relay_ends, log);
     ::_exit(0);

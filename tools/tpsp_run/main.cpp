@@ -4,9 +4,6 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/child.h"
 #include "launch/env.h"
 #include "launch/launcher.h"
 #include "launch/output.h"
@@ -78,7 +76,8 @@ int parse_command_line(int argc, char** argv, Options* opts) {
       "  srun -K -n 4 tpsp-run -- ./build/bin/demo         (one task of a Slurm step; -K stops\n"
       "                                                     the other tasks when one fails)\n\n"
       "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR (--backend relay:\n"
-      "TPSP_RELAY_FD=3 instead) and OPENBLAS_NUM_THREADS. Exit code: 0 when all ranks exit 0; else the first failed rank's code\n"
+      "TPSP_RELAY_FD=3 instead) and OPENBLAS_NUM_THREADS. Exit code: 0 when all ranks exit 0; else the first "
+      "failed rank's code\n"
       "(128+signal if it was killed), 124 on --timeout, 128+signal when interrupted, 2 for bad usage.",
       "tpsp-run"};
   app.add_option("-n,--nproc", opts->nproc, "number of ranks to start on this machine (local mode)");
@@ -199,14 +198,9 @@ int run_through_relay(JobSpec spec) {
   const pid_t self = ::getpid();
   g_launcher = ::fork();
   if (g_launcher == 0) {
-#ifdef __linux__
     // A tpsp-run killed by a signal it cannot forward (SIGKILL) still stops its job: the launcher gets
     // SIGTERM, which it forwards to the ranks as it does a user's.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != self) ::_exit(1);
-#else
-    (void)self;
-#endif
+    end_with_parent(self, SIGTERM, 1);
     ::_exit(run_and_report(spec));
   }
   relay.release_rank_ends();
