@@ -12,15 +12,7 @@ constexpr int64_t kVocab = 37, kSeq = 12, kBatch = 2;
 constexpr int64_t kIteration = 2;  ///< keys the dropout masks
 
 inline GPTConfig config() {
-  GPTConfig c;
-  c.vocab = kVocab;
-  c.seq = kSeq;
-  c.hidden = 24;
-  c.heads = 12;
-  c.layers = 2;
-  c.ffn = 48;
-  c.dropout = 0.1f;
-  return c;
+  return {.vocab = kVocab, .seq = kSeq, .hidden = 24, .heads = 12, .layers = 2, .ffn = 48, .dropout = 0.1f};
 }
 /// AdamW divides by √v + eps: an analytically zero gradient (the key bias) carries rounding noise
 /// (~1e-10) that the update scales by lr/eps. eps = 1e-6 keeps that below 1e-7, under the 1e-5

@@ -3,14 +3,7 @@
 namespace tpsp::checkers::layer {
 
 GPTConfig config() {
-  GPTConfig c;
-  c.hidden = 24;
-  c.heads = 12;
-  c.ffn = 48;
-  c.layers = 1;
-  c.dropout = 0.1f;
-  c.seq = S;
-  return c;
+  return {.seq = S, .hidden = 24, .heads = 12, .layers = 1, .ffn = 48, .dropout = 0.1f};
 }
 
 std::map<std::string, Tensor> whole_params(uint64_t seed) {

@@ -32,20 +32,18 @@ std::vector<std::pair<std::string, Shape>> llama_layer_shapes(int64_t h, int64_t
 
 GPTConfig llama_config(int64_t vocab, int64_t seq, int64_t hidden, int64_t heads, int64_t num_query_groups,
                        int64_t layers, int64_t ffn) {
-  GPTConfig c;
-  c.vocab = vocab;
-  c.seq = seq;
-  c.hidden = hidden;
-  c.heads = heads;
-  c.num_query_groups = num_query_groups;
-  c.layers = layers;
-  c.ffn = ffn;
-  c.tied = false;
-  c.normalization = "RMSNorm";
-  c.activation = "swiglu";
-  c.position_embedding_type = "rope";
-  c.add_bias_linear = false;
-  return c;
+  return {.vocab = vocab,
+          .seq = seq,
+          .hidden = hidden,
+          .heads = heads,
+          .layers = layers,
+          .ffn = ffn,
+          .tied = false,
+          .normalization = "RMSNorm",
+          .activation = "swiglu",
+          .position_embedding_type = "rope",
+          .num_query_groups = num_query_groups,
+          .add_bias_linear = false};
 }
 
 std::vector<std::pair<std::string, Shape>> gpt_parameter_shapes(const GPTConfig& c) {

@@ -23,15 +23,8 @@ using namespace tpsp::cases;
 namespace {
 
 GPTConfig w_config() {
-  GPTConfig c;
-  c.vocab = 37;  // padded to 38 at tp=2
-  c.seq = 12;
-  c.hidden = 24;
-  c.heads = 4;
-  c.layers = 2;
-  c.ffn = 48;
-  c.dropout = 0.f;
-  return c;
+  // vocab: padded to 38 at tp=2
+  return {.vocab = 37, .seq = 12, .hidden = 24, .heads = 4, .layers = 2, .ffn = 48, .dropout = 0.f};
 }
 
 constexpr int kSteps = 3;

@@ -12,14 +12,7 @@ using namespace tpsp::cases;
 namespace {
 
 GPTConfig packed_config() {
-  GPTConfig c;
-  c.vocab = 11;
-  c.seq = 8;
-  c.hidden = 8;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 16;
-  return c;
+  return {.vocab = 11, .seq = 8, .hidden = 8, .heads = 2, .layers = 1, .ffn = 16};
 }
 
 /// forward_packed must throw ShapeError whose message contains `want`.

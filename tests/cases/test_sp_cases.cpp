@@ -26,15 +26,7 @@ using namespace tpsp::cases;
 namespace {
 
 GPTConfig small_config(int64_t seq, float dropout) {
-  GPTConfig c;
-  c.vocab = 11;
-  c.seq = seq;
-  c.hidden = 8;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 16;
-  c.dropout = dropout;
-  return c;
+  return {.vocab = 11, .seq = seq, .hidden = 8, .heads = 2, .layers = 1, .ffn = 16, .dropout = dropout};
 }
 
 /// dγ = Σ_rows dy ⊙ x̂ and dβ = Σ_rows dy over rows [r0, r1) of x, dy [rows, h], in double.

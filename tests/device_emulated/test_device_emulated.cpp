@@ -31,15 +31,8 @@ using namespace tpsp::testing;
 namespace {
 
 GPTConfig small() {
-  GPTConfig c;
-  c.vocab = 50;  // not divisible by 4: the padded vocabulary is on the device too
-  c.seq = 8;
-  c.hidden = 16;
-  c.heads = 4;
-  c.layers = 2;
-  c.ffn = 64;
-  c.dropout = 0.1f;
-  return c;
+  // vocab: not divisible by 4: the padded vocabulary is on the device too
+  return {.vocab = 50, .seq = 8, .hidden = 16, .heads = 4, .layers = 2, .ffn = 64, .dropout = 0.1f};
 }
 
 /// One train_step of 2 micro-batches at dp × tp (+SP) on the CPU and on the emulated device, from the

@@ -44,19 +44,17 @@ Tensor adam_allowance(const Tensor& g, int64_t steps, const ops::AdamWConfig& op
 /// The GPTConfig written in the case's manifest entry.
 GPTConfig config_of(const std::string& c) {
   const auto& p = golden::case_params(c);
-  GPTConfig cfg;
-  cfg.vocab = p.at("vocab").get<int64_t>();
-  cfg.seq = p.at("seq").get<int64_t>();
-  cfg.hidden = p.at("hidden").get<int64_t>();
-  cfg.heads = p.at("heads").get<int64_t>();
-  cfg.layers = p.at("layers").get<int64_t>();
-  cfg.ffn = p.at("ffn").get<int64_t>();
-  cfg.dropout = p.at("dropout").get<float>();
-  cfg.tied = p.at("tied").get<bool>();
-  cfg.ln_eps = p.at("ln_eps").get<float>();
-  cfg.label_smoothing = p.at("label_smoothing").get<float>();
-  cfg.init_std = p.at("init_std").get<float>();
-  return cfg;
+  return {.vocab = p.at("vocab").get<int64_t>(),
+          .seq = p.at("seq").get<int64_t>(),
+          .hidden = p.at("hidden").get<int64_t>(),
+          .heads = p.at("heads").get<int64_t>(),
+          .layers = p.at("layers").get<int64_t>(),
+          .ffn = p.at("ffn").get<int64_t>(),
+          .dropout = p.at("dropout").get<float>(),
+          .tied = p.at("tied").get<bool>(),
+          .ln_eps = p.at("ln_eps").get<float>(),
+          .label_smoothing = p.at("label_smoothing").get<float>(),
+          .init_std = p.at("init_std").get<float>()};
 }
 
 ops::AdamWConfig adamw_of(const std::string& c) {

@@ -12,13 +12,7 @@ using namespace tpsp;
 
 namespace {
 GPTConfig small() {
-  GPTConfig c;
-  c.vocab = 37;
-  c.seq = 13;
-  c.hidden = 24;
-  c.heads = 3;
-  c.layers = 2;
-  return c;
+  return {.vocab = 37, .seq = 13, .hidden = 24, .heads = 3, .layers = 2};
 }
 void batch(TokenBatch& ids, TokenBatch& targets) {
   ids = {2, 13, {}};

@@ -22,14 +22,7 @@ using namespace tpsp::testing;
 namespace {
 
 GPTConfig cfg() {
-  GPTConfig c;
-  c.vocab = 37;
-  c.seq = 12;
-  c.hidden = 24;
-  c.heads = 4;
-  c.layers = 2;
-  c.ffn = 48;
-  return c;
+  return {.vocab = 37, .seq = 12, .hidden = 24, .heads = 4, .layers = 2, .ffn = 48};
 }
 
 /// "op label" → count, for records whose label starts with prefix; also checks every record's

@@ -16,14 +16,7 @@ using namespace tpsp::testing;
 namespace {
 
 GPTConfig odd_config(int64_t heads) {
-  GPTConfig c;
-  c.vocab = 37;
-  c.seq = 12;
-  c.hidden = 24;
-  c.heads = heads;
-  c.layers = 2;
-  c.ffn = 48;
-  return c;
+  return {.vocab = 37, .seq = 12, .hidden = 24, .heads = heads, .layers = 2, .ffn = 48};
 }
 
 /// Runs one step at dp × tp on world_size ranks and compares everything with the reference.

@@ -18,14 +18,7 @@ using namespace tpsp::testing;
 namespace {
 
 GPTConfig small() {
-  GPTConfig c;
-  c.vocab = 37;
-  c.seq = 12;
-  c.hidden = 24;
-  c.heads = 12;
-  c.layers = 2;
-  c.ffn = 48;
-  return c;
+  return {.vocab = 37, .seq = 12, .hidden = 24, .heads = 12, .layers = 2, .ffn = 48};
 }
 
 /// Rows [first, first + n) of a [b, s] batch.
