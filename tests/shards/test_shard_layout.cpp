@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <tuple>
 
 #include "engine/comm/env.h"
@@ -67,6 +68,35 @@ void expect_shapes(const std::vector<shards::TensorLayout>& layout, int r,
                                                                 shape_str(find(layout, name).ranks[r].shape));
 }
 
+/// Layer 0's parameter shards of `gpt` on rank r against the layout: each shard's shape, and for the
+/// tensors whole_of(t, full name) draws (an undefined tensor: none), its values equal the whole tensor
+/// cut at the layout's boxes. Fills params and grads (zeros) under the full names; returns how many
+/// weights the layout lists.
+int check_layer0_shards(
+    model::ParallelGPT& gpt, const std::vector<shards::TensorLayout>& layout, int r,
+    const std::function<Tensor(const shards::TensorLayout&, const std::string&)>& whole_of,
+    std::map<std::string, Tensor>& params, std::map<std::string, Tensor>& grads) {
+  int weights = 0;
+  for (const auto& t : layout) {
+    if (t.kind != "weight") continue;
+    ++weights;
+    const std::string full = "decoder.layers.0." + t.name;
+    const Tensor& p = gpt.params().at(full);
+    expect(p.shape() == t.ranks[r].shape, t.name + ": the model's shard is " + shape_str(p.shape()) +
+                                              ", the layout says " + shape_str(t.ranks[r].shape));
+    params[full] = p;
+    grads[full] = Tensor(p.shape());
+    const Tensor whole = whole_of(t, full);
+    if (!whole.defined()) continue;
+    const Tensor want = cut(whole, t.ranks[r], t.placement);
+    for (int64_t i = 0; i < p.numel(); ++i)
+      expect(p.at(i) == want.at(i), t.name + ": rank " + std::to_string(r) +
+                                        "'s shard is not the whole weight at the layout's boxes (element " +
+                                        std::to_string(i) + ")");
+  }
+  return weights;
+}
+
 /// Layer 0 of a ParallelGPT at tp (SP on or off) on forked ranks: every parameter's shard against the
 /// layout (shape; for the four weight matrices, values too), then a TransformerLayer forward on
 /// those shards and every saved activation's shape against the layout.
@@ -78,27 +108,14 @@ void check_against_engine(int tp, bool sp) {
     const int r = ps.tp_rank();
     model::ParallelGPT gpt(lc.gpt, 3, ps, {.sequence_parallel = sp});
     std::map<std::string, Tensor> params, grads;
-    int weights = 0;
-    for (const auto& t : layout) {
-      if (t.kind != "weight") continue;
-      ++weights;
-      const std::string full = "decoder.layers.0." + t.name;
-      const Tensor& p = gpt.params().at(full);
-      expect(p.shape() == t.ranks[r].shape, t.name + ": the model's shard is " + shape_str(p.shape()) +
-                                                ", the layout says " + shape_str(t.ranks[r].shape));
-      params[full] = p;
-      grads[full] = Tensor(p.shape());
-      if (!t.name.ends_with(".weight") || t.layer == "LayerNorm") continue;
+    const auto draw = [&](const shards::TensorLayout& t, const std::string& full) {
+      if (!t.name.ends_with(".weight") || t.layer == "LayerNorm") return Tensor();
       const bool scaled = t.name.ends_with("linear_proj.weight") || t.name.ends_with("linear_fc2.weight");
       Tensor whole(t.global_shape);  // ParallelGPT::init_parameters' whole tensor (1 layer)
       random::init_normal(whole, 3, full, scaled ? lc.gpt.init_std / std::sqrt(2.f) : lc.gpt.init_std);
-      const Tensor want = cut(whole, t.ranks[r], t.placement);
-      for (int64_t i = 0; i < p.numel(); ++i)
-        expect(p.at(i) == want.at(i),
-               t.name + ": rank " + std::to_string(r) +
-                   "'s shard is not the whole weight at the layout's ranges (element " + std::to_string(i) +
-                   ")");
-    }
+      return whole;
+    };
+    const int weights = check_layer0_shards(gpt, layout, r, draw, params, grads);
     expect_eq(weights, 12, "layer-0 parameters in the layout");
 
     model::TransformerLayer layer(lc.gpt, 0, params, grads, sp);
@@ -148,24 +165,12 @@ void check_llama_against_engine(int tp, bool sp, int64_t groups) {
       return whole;
     };
     std::map<std::string, Tensor> params, grads;
-    for (const auto& t : layout) {
-      if (t.kind != "weight") continue;
-      const std::string full = "decoder.layers.0." + t.name;
-      const Tensor& p = gpt.params().at(full);
-      expect(p.shape() == t.ranks[r].shape, t.name + ": the model's shard is " + shape_str(p.shape()) +
-                                                ", the layout says " + shape_str(t.ranks[r].shape));
-      params[full] = p;
-      grads[full] = Tensor(p.shape());
-      if (t.layer == "RMSNorm") continue;
+    const auto whole_of = [&](const shards::TensorLayout& t, const std::string& full) {
+      if (t.layer == "RMSNorm") return Tensor();
       const bool fused = t.name.ends_with("linear_qkv.weight") || t.name.ends_with("linear_fc1.weight");
-      const Tensor whole =
-          fused ? model::fuse_llama_weight(full, model::llama_layer_config(lc.gpt), draw) : draw(full);
-      const Tensor want = cut(whole, t.ranks[r], t.placement);
-      for (int64_t i = 0; i < p.numel(); ++i)
-        expect(p.at(i) == want.at(i), t.name + ": rank " + std::to_string(r) +
-                                          "'s shard is not the whole weight at the layout's boxes (element " +
-                                          std::to_string(i) + ")");
-    }
+      return fused ? model::fuse_llama_weight(full, model::llama_layer_config(lc.gpt), draw) : draw(full);
+    };
+    check_layer0_shards(gpt, layout, r, whole_of, params, grads);
     model::LlamaLayer layer(model::llama_layer_config(lc.gpt), "decoder.layers.0.", params, grads, tp, sp);
     Tensor x(find(layout, "x").ranks[r].shape);
     random::init_normal(x, 6, "x", 1.f);
