@@ -127,13 +127,8 @@ class GPT:
     def loss(self, ids, targets):
         """ids, targets [b, s] → mean loss (this rank's view; the same on every TP rank)."""
         a, h = self.a, self.a.hidden
-        s = ids.shape[1]
-        vl = self.wte.shape[0]
-        start = self.rank * vl
-        ids_sb = ids.t()  # [s, b]
-        outside = (ids_sb < start) | (ids_sb >= start + vl)
-        emb = F.embedding((ids_sb - start).masked_fill(outside, 0), self.wte)
-        emb = emb.masked_fill(outside.unsqueeze(-1), 0.0)  # [s, b, h] partial over TP
+        s, vl = ids.shape[1], self.wte.shape[0]
+        emb, start = pc.vocab_parallel_embedding(ids, self.wte, self.rank)  # [s, b, h] partial over TP
         if self.sp:
             x = pc.ReduceScatterToSequenceParallelRegion.apply(emb)
             first = self.rank * (s // self.tp)
@@ -153,18 +148,8 @@ class GPT:
         return VocabParallelCrossEntropy.apply(logits.reshape(-1, vl), targets.t().reshape(-1), start)
 
     def finalize_grads(self):
-        """.grad into main_grad (Megatron's accumulation hook), then under SP the coalesced TP sum."""
-        for p in self.params:
-            if p.grad is not None:
-                p.main_grad.add_(p.grad)
-                p.grad = None
-        if self.sp and self.tp > 1:
-            flat = torch.cat([p.main_grad.reshape(-1) for p in self.sp_params])
-            dist.all_reduce(flat)
-            offset = 0
-            for p in self.sp_params:
-                p.main_grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+        """.grad into main_grad, then under SP the coalesced TP sum (peer_common.finalize_grads)."""
+        pc.finalize_grads(self.params, self.sp_params, self.sp, self.tp)
 
 
 def step_gemms(a, gen):
@@ -194,18 +179,7 @@ def rank_main(rank, world, a):
 def main():
     """Parses the flags (those of bench_gpt_step) and spawns --tp ranks."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (ranks to spawn)")
-    p.add_argument("--sp", action="store_true", help="sequence parallelism")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--seq", type=int, default=512)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMMs-alone pass")
+    pc.model_arguments(p)
     a = p.parse_args()
     if a.heads % a.tp or a.hidden % a.heads or a.vocab % a.tp or (a.sp and a.seq % a.tp):
         p.error("need heads % tp == 0, hidden % heads == 0, vocab % tp == 0 (no padding here) and, with "

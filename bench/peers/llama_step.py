@@ -25,7 +25,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402  (sets the thread variables before torch is imported)
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from gpt_step import VocabParallelCrossEntropy  # noqa: E402
 
@@ -113,11 +112,7 @@ class Llama:
     def loss(self, ids, targets):
         """ids, targets [b, s] → mean loss (the same on every TP rank)."""
         vl = self.wte.shape[0]
-        start = self.rank * vl
-        ids_sb = ids.t()
-        outside = (ids_sb < start) | (ids_sb >= start + vl)
-        emb = F.embedding((ids_sb - start).masked_fill(outside, 0), self.wte)
-        emb = emb.masked_fill(outside.unsqueeze(-1), 0.0)
+        emb, start = pc.vocab_parallel_embedding(ids, self.wte, self.rank)
         if self.sp:
             x = pc.ReduceScatterToSequenceParallelRegion.apply(emb)
         else:
@@ -132,17 +127,7 @@ class Llama:
 
     def finalize_grads(self):
         """.grad into main_grad, then under SP the coalesced TP sum of the RMSNorm weights' gradients."""
-        for p in self.params:
-            if p.grad is not None:
-                p.main_grad.add_(p.grad)
-                p.grad = None
-        if self.sp and self.tp > 1:
-            flat = torch.cat([p.main_grad.reshape(-1) for p in self.sp_params])
-            dist.all_reduce(flat)
-            offset = 0
-            for p in self.sp_params:
-                p.main_grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+        pc.finalize_grads(self.params, self.sp_params, self.sp, self.tp)
 
 
 def step_gemms(a, gen):
@@ -173,19 +158,8 @@ def rank_main(rank, world, a):
 def main():
     """Parses the flags (those of bench_gpt_step --model llama) and spawns --tp ranks."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (ranks to spawn)")
-    p.add_argument("--sp", action="store_true", help="sequence parallelism")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--heads", type=int, default=8)
+    pc.model_arguments(p)
     p.add_argument("--query-groups", dest="groups", type=int, default=4)
-    p.add_argument("--seq", type=int, default=512)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMMs-alone pass")
     p.add_argument("--model", default="llama", choices=["llama"], help="accepted for the engine's flags")
     a = p.parse_args()
     d = a.hidden // a.heads if a.heads else 0

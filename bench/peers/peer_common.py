@@ -252,3 +252,47 @@ def time_model_steps(rank, a, model, gen, make_gemms, bench, fields):
         out = dict(fields, blas_threads=torch.get_num_threads(), loss0=losses[0])
         out.update(timing_fields(t_step, t_gemm))
         result_line(bench, out)
+
+
+def vocab_parallel_embedding(ids, wte, rank):
+    """ids [b, s] → (this rank's partial embedding [s, b, h], its first vocabulary row): rows of ids
+    outside [start, start + V/tp) are zero, so the TP sum is the whole embedding (Megatron's
+    VocabParallelEmbedding)."""
+    vl = wte.shape[0]
+    start = rank * vl
+    ids_sb = ids.t()  # [s, b]
+    outside = (ids_sb < start) | (ids_sb >= start + vl)
+    emb = torch.nn.functional.embedding((ids_sb - start).masked_fill(outside, 0), wte)
+    return emb.masked_fill(outside.unsqueeze(-1), 0.0), start
+
+
+def finalize_grads(params, sp_params, sp, tp):
+    """.grad into main_grad (Megatron's gradient-accumulation hook), then under SP the coalesced TP sum
+    of the replicated parameters' gradients (the engine's finalize_grads)."""
+    for p in params:
+        if p.grad is not None:
+            p.main_grad.add_(p.grad)
+            p.grad = None
+    if sp and tp > 1:
+        flat = torch.cat([p.main_grad.reshape(-1) for p in sp_params])
+        dist.all_reduce(flat)
+        offset = 0
+        for p in sp_params:
+            p.main_grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
+def model_arguments(p):
+    """The flags the whole-model peers share with bench_gpt_step (argparse parser p)."""
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (ranks to spawn)")
+    p.add_argument("--sp", action="store_true", help="sequence parallelism")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--no-gemm", dest="gemm", action="store_false", help="skip the GEMMs-alone pass")
