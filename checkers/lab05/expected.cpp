@@ -17,23 +17,24 @@ namespace {
 using comm::OpKind;
 using namespace lab05;
 
-ExpectedOutputs expected_fc1_shard(uint64_t seed, int, bool) {
+ExpectedOutputs expected_fc1_shard(uint64_t seed, int tp, bool) {
   // Rank r holds [W_gate rows r·ffn/tp … (r+1)·ffn/tp; the same rows of W_up]. No .meaning (which would
   // replace the signatures): a wrong cut is named by diagnose ("gate only", shards in the wrong order).
-  return {{"fc1_shard", {fc1_whole(seed, FFN), Placement::Shard(0, 2)}}};
+  return {{"fc1_shard", {fc1_whole(seed, FFN), Placement::Shard(0, 2)}},
+          {"fc1_shard_narrow", {fc1_whole(seed, 3 * tp), Placement::Shard(0, 2)}}};
 }
 
 /// The LocalHeads of every rank, [tp, 5] rows of (groups, per, gathered, group, first_head).
 ExpectedOutputs expected_local_heads(uint64_t, int tp, bool) {
   ExpectedOutputs out;
   for (const LlamaCase& c : llama_cases(tp)) {
-    const int64_t Q = c.heads / c.groups;
+    const int64_t Q = c.heads / c.groups();
     std::vector<float> rows;
     for (int r = 0; r < tp; ++r) {
-      if (c.groups % tp == 0) {
-        rows.insert(rows.end(), {static_cast<float>(c.groups / tp), static_cast<float>(Q), 0, 0, 0});
+      if (c.groups() % tp == 0) {
+        rows.insert(rows.end(), {static_cast<float>(c.groups() / tp), static_cast<float>(Q), 0, 0, 0});
       } else {
-        const int64_t sharing = tp / c.groups, per = c.heads / tp;
+        const int64_t sharing = tp / c.groups(), per = c.heads / tp;
         rows.insert(rows.end(), {1, static_cast<float>(per), 1, static_cast<float>(r / sharing),
                                  static_cast<float>((r % sharing) * per)});
       }
@@ -42,7 +43,7 @@ ExpectedOutputs expected_local_heads(uint64_t, int tp, bool) {
         .whole = Tensor::from({tp, 5}, rows),
         .placement = Placement::Shard(0),
         .meaning = "row r = rank r's LocalHeads for heads=" + std::to_string(c.heads) +
-                   ", groups=" + std::to_string(c.groups) +
+                   ", groups=" + std::to_string(c.groups()) +
                    "; column [0] local groups, [1] query heads per local group, [2] gathered 0/1, [3] the "
                    "group kept (r / (tp/groups): the ranks sharing a group are consecutive), [4] its first "
                    "query head ((r % (tp/groups))·heads/tp); [3] and [4] are 0 when not gathered"};
@@ -53,9 +54,9 @@ ExpectedOutputs expected_local_heads(uint64_t, int tp, bool) {
 /// The rotated q [s, b, heads·d] and k [s, b, G·d] inside the reference's per-head [q_n | k_g | v_g].
 std::pair<Tensor, Tensor> rotated_qk(const Tensor& mha_qkv, const LlamaCase& c) {
   std::vector<Tensor> q, k;
-  const int64_t per = c.heads / c.groups;
+  const int64_t per = c.heads / c.groups();
   for (int64_t n = 0; n < c.heads; ++n) q.push_back(mha_qkv.narrow_copy(2, n * 3 * D, D));
-  for (int64_t g = 0; g < c.groups; ++g) k.push_back(mha_qkv.narrow_copy(2, g * per * 3 * D + D, D));
+  for (int64_t g = 0; g < c.groups(); ++g) k.push_back(mha_qkv.narrow_copy(2, g * per * 3 * D + D, D));
   return {cat(q, 2), cat(k, 2)};
 }
 
@@ -73,7 +74,7 @@ ExpectedOutputs expected_layer(uint64_t seed, int tp, bool sp, bool packed) {
   for (const LlamaCase& c : llama_cases(tp)) {
     reference::LlamaLayerSpec spec{.hidden = c.heads * D,
                                    .heads = c.heads,
-                                   .query_groups = c.groups,
+                                   .query_groups = c.query_groups,
                                    .ffn = FFN,
                                    .qk_layernorm = true,
                                    .positions = packed_positions(packed)};
@@ -94,9 +95,9 @@ ExpectedOutputs expected_layer(uint64_t seed, int tp, bool sp, bool packed) {
     // the groups it attends with; the positions RoPE used. No .meaning: diagnose names a wrong group
     // ("r % groups"), a missing per-rank offset, positions numbered per shard or across documents.
     out[p + "q_rotated"] = {q, Placement::Shard(2)};
-    out[p + "k_rotated"] = {k, c.groups % tp == 0
+    out[p + "k_rotated"] = {k, c.groups() % tp == 0
                                    ? Placement::Shard(2)
-                                   : Placement::ShardOverGroups(2, static_cast<int>(c.groups))};
+                                   : Placement::ShardOverGroups(2, static_cast<int>(c.groups()))};
     out[p + "positions"] = {Tensor::from({S}, positions)};
     const model::LlamaLayerConfig cfg = config_of(c);
     const auto specs =
@@ -114,8 +115,9 @@ Pattern pattern_layer(int tp, bool sp, bool packed) {
   const int64_t b = packed ? 1 : 2;
   Pattern pat;
   for (const LlamaCase& c : llama_cases(tp)) {
-    const uint64_t sbh = S * b * c.heads * D * 4, sbq = S * b * c.groups * (c.heads / c.groups + 2) * D * 4;
-    const bool gathered = c.groups % tp != 0;
+    const uint64_t sbh = S * b * c.heads * D * 4,
+                   sbq = S * b * c.groups() * (c.heads / c.groups() + 2) * D * 4;
+    const bool gathered = c.groups() % tp != 0;
     auto& fwd = pat[c.name + ".forward"];
     auto& bwd = pat[c.name + ".backward"];
     if (sp) {
@@ -198,14 +200,21 @@ ExpectedOutputs expected_refusals(uint64_t, int tp, bool) {
       out, "positions_for_s_over_tp_rows_without_sp",
       "rotary_positions raised ShapeError for an input of s/tp rows without SP (it must have s)",
       "it accepted an input that disagrees with the layer context", "rotary_positions", s + " and " + t);
+  expect_refusal_naming(
+      out, "positions_for_s_rows_under_sp_packed",
+      "rotary_positions raised ShapeError for an input of s rows under SP with packed documents",
+      "it accepted an input that disagrees with the layer context", "rotary_positions", s + " and " + t);
+  expect_refusal_naming(out, "positions_for_s_not_divisible_by_tp",
+                        "rotary_positions raised ShapeError for s=13 under SP (not divisible by tp)",
+                        "it accepted a sequence that tp does not divide", "rotary_positions",
+                        "s=" + std::to_string(S + 1) + " and " + t);
   expect_accepted(out, "norm_name", "norm_grad_partial_over_tp(\"input_layernorm.weight\", true)");
-  for (const char* sp : {"off", "on"})
-    expect_refusal_naming(out, std::string("not_a_norm_name_sp_") + sp,
-                          std::string("norm_grad_partial_over_tp raised ShapeError for "
-                                      "decoder.layers.1.mlp.linear_fc2.weight with SP ") +
-                              sp,
-                          "it answered for a weight that is not an RMSNorm weight",
-                          "norm_grad_partial_over_tp", "the name");
+  for (const auto& [what, name] : kNotNormNames)
+    for (const char* sp : {"off", "on"})
+      expect_refusal_naming(out, what + std::string("_sp_") + sp,
+                            "norm_grad_partial_over_tp raised ShapeError for " + name + " with SP " + sp,
+                            "it answered for a weight that is not one of the Llama block's RMSNorm weights",
+                            "norm_grad_partial_over_tp", "the name");
   return out;
 }
 

@@ -20,31 +20,34 @@ constexpr int64_t S = 12, D = 6, FFN = 24;
 /// "restart at the first one".
 inline const std::vector<int64_t> kPackedCu{0, 5, 9, 12};
 
-/// One grouped-query attention configuration of a TP size: "groups_per_rank" (G % tp == 0: each rank
-/// holds G/tp whole groups) or "shared_groups" (tp % G == 0, G < tp: tp/G ranks share each group).
+/// One attention configuration of a TP size: "groups_per_rank" (G % tp == 0: each rank holds G/tp whole
+/// groups), "shared_groups" (tp % G == 0, G < tp: tp/G ranks share each group) or "multi_head"
+/// (num_query_groups = 0: one group per head, Megatron's default).
 struct LlamaCase {
   std::string name;
-  int64_t heads, groups;
+  int64_t heads;
+  int64_t query_groups;  ///< num_query_groups: 0 = heads
+  int64_t groups() const { return query_groups > 0 ? query_groups : heads; }
 };
-/// The cases of tp (1: groups_per_rank only). Head dim D (even, RoPE), qk_layernorm on, ffn FFN; every
-/// fused QKV row count divisible by tp.
+/// The cases of tp (1: no shared group). Head dim D (even, RoPE), qk_layernorm on, ffn FFN; every fused
+/// QKV row count divisible by tp.
 inline std::vector<LlamaCase> llama_cases(int tp) {
   switch (tp) {
     case 1:
-      return {{"groups_per_rank", 4, 2}};
+      return {{"groups_per_rank", 4, 2}, {"multi_head", 2, 0}};
     case 2:
-      return {{"groups_per_rank", 8, 4}, {"shared_groups", 4, 1}};
+      return {{"groups_per_rank", 8, 4}, {"shared_groups", 4, 1}, {"multi_head", 4, 0}};
     case 3:
-      return {{"groups_per_rank", 6, 3}, {"shared_groups", 6, 1}};
+      return {{"groups_per_rank", 6, 3}, {"shared_groups", 6, 1}, {"multi_head", 6, 0}};
     default:
-      return {{"groups_per_rank", 8, 4}, {"shared_groups", 8, 2}};
+      return {{"groups_per_rank", 8, 4}, {"shared_groups", 8, 2}, {"multi_head", 8, 0}};
   }
 }
 
 inline model::LlamaLayerConfig config_of(const LlamaCase& c) {
   return {.hidden = c.heads * D,
           .heads = c.heads,
-          .num_query_groups = c.groups,
+          .num_query_groups = c.query_groups,
           .ffn = FFN,
           .qk_layernorm = true};
 }
@@ -71,7 +74,7 @@ inline Tensor fc1_whole(uint64_t seed, int64_t ffn) {
 
 /// The whole UNFUSED parameters of one layer (reference/llama_layer.h's names, no prefix) and their shapes.
 inline std::vector<std::pair<std::string, Shape>> unfused_shapes(const LlamaCase& c) {
-  const int64_t h = c.heads * D, q = c.heads * D, kv = c.groups * D;
+  const int64_t h = c.heads * D, q = c.heads * D, kv = c.groups() * D;
   return {{"input_layernorm.weight", {h}},
           {"self_attention.linear_q.weight", {q, h}},
           {"self_attention.linear_k.weight", {kv, h}},
@@ -102,6 +105,13 @@ inline constexpr NormName kNormNames[] = {{"decoder.layers.0.input_layernorm.wei
                                           {"decoder.layers.2.self_attention.k_layernorm.weight", true, true},
                                           {"decoder.final_layernorm.weight", false, true},
                                           {"input_layernorm.weight", false, true}};
+/// Names the norm rule must refuse: a linear weight, a norm of another model (Hugging Face's Llama),
+/// a non-norm weight under self_attention.
+inline const std::vector<std::pair<std::string, std::string>> kNotNormNames{
+    {"linear_weight", "decoder.layers.1.mlp.linear_fc2.weight"},
+    {"foreign_norm", "decoder.layers.0.post_attention_layernorm.weight"},
+    {"attention_weight", "decoder.layers.0.self_attention.linear_proj.weight"}};
+
 /// The fused fc1 widths the refusals scenario cuts at tp: 25 (odd), and for tp > 2 an even one tp does not
 /// divide (26), so that a check of "ffn is even" instead of "tp divides ffn" is refused.
 inline std::vector<int64_t> uneven_ffns(int tp) {

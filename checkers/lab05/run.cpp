@@ -17,12 +17,19 @@ namespace {
 
 using namespace lab05;
 
+/// The fc1 shard of ffn = FFN, and of ffn = 3·tp (tp divides it, 2·tp does not: a check stricter than
+/// the contract refuses it).
 RankOutputs run_fc1_shard(RunContext& ctx) {
-  const Tensor whole = ctx.on_device(fc1_whole(ctx.seed, FFN));
+  RankOutputs out;
   ctx.begin_phase("shard");
-  return {{"fc1_shard", guarded("shard_linear_fc1", {{"whole", &whole}}, [&] {
-                          return model::shard_linear_fc1(whole, ctx.rank(), ctx.size());
-                        }).clone()}};
+  for (const auto& [name, ffn] :
+       {std::pair<std::string, int64_t>{"fc1_shard", FFN}, {"fc1_shard_narrow", 3 * ctx.size()}}) {
+    const Tensor whole = ctx.on_device(fc1_whole(ctx.seed, ffn));
+    out[name] = guarded("shard_linear_fc1", {{"whole", &whole}}, [&] {
+                  return model::shard_linear_fc1(whole, ctx.rank(), ctx.size());
+                }).clone();
+  }
+  return out;
 }
 
 RankOutputs run_local_heads(RunContext& ctx) {
@@ -74,7 +81,7 @@ RankOutputs run_layer(RunContext& ctx, bool packed) {
       if (model::norm_grad_partial_over_tp(w, ctx.sp)) partial.push_back(&G.at(w));
     if (!partial.empty()) model::allreduce_sequence_parallel_grads(partial, *ctx.tp);
     // q and k as rotated, from the attention's input (per local group: [q heads | k | v]).
-    const int64_t groups = std::max<int64_t>(c.groups / n, 1), per = c.heads / n / groups;
+    const int64_t groups = std::max<int64_t>(c.groups() / n, 1), per = c.heads / n / groups;
     const model::QKV rotated = model::split_groups(saved.qkv, groups, per, 0, per, D);
     std::vector<float> positions(saved.positions.begin(), saved.positions.end());
     out.insert({{c.name + ".y", y},
@@ -135,12 +142,19 @@ RankOutputs run_refusals(RunContext& ctx) {
   check_accepts(ctx, out, "positions_for_s_rows", [&] { model::rotary_positions(S, plain_ctx); });
   check_refusal_naming(ctx, out, "positions_for_s_over_tp_rows_without_sp", {s, tp},
                        [&] { model::rotary_positions(S / n, plain_ctx); });
+  // Packed: the rows are checked as well; s = 13 under SP: no rank's input holds s/tp rows.
+  const model::LayerContext packed_ctx{ctx.tp, true, 0, 0, S, 1, Tensor(), kPackedCu},
+      odd_ctx{ctx.tp, true, 0, 0, S + 1, 2, Tensor(), {}};
+  check_refusal_naming(ctx, out, "positions_for_s_rows_under_sp_packed", {s, tp},
+                       [&] { model::rotary_positions(S, packed_ctx); });
+  check_refusal_naming(ctx, out, "positions_for_s_not_divisible_by_tp", {"s=" + std::to_string(S + 1), tp},
+                       [&] { model::rotary_positions((S + 1) / n, odd_ctx); });
   check_accepts(ctx, out, "norm_name",
                 [&] { model::norm_grad_partial_over_tp("input_layernorm.weight", true); });
-  const std::string not_norm = "decoder.layers.1.mlp.linear_fc2.weight";
-  for (const bool sp : {false, true})
-    check_refusal_naming(ctx, out, std::string("not_a_norm_name_sp_") + (sp ? "on" : "off"), {not_norm},
-                         [&] { model::norm_grad_partial_over_tp(not_norm, sp); });
+  for (const auto& [what, name] : kNotNormNames)
+    for (const bool sp : {false, true})
+      check_refusal_naming(ctx, out, what + std::string("_sp_") + (sp ? "on" : "off"), {name},
+                           [&] { model::norm_grad_partial_over_tp(name, sp); });
   return out;
 }
 
