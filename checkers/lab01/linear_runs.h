@@ -15,8 +15,9 @@ RankOutputs run_row(RunContext& ctx, const LinearCase& lc);
 /// RowParallelLinear's contract: an x whose last dim does not match the weight is a ShapeError before
 /// any communication. Outputs check_refusal's flags for "x_wider_than_local_in_features" (x of F/tp + 1
 /// columns, input_is_parallel) and, without SP, "whole_x_wider_than_in_features" (x of F + tp columns,
-/// split by the layer into chunks of F/tp + 1).
-RankOutputs run_row_refuses(RunContext& ctx);
+/// split by the layer into chunks of F/tp + 1). With `overlap` the layer has tp_comm_overlap on (lab04's
+/// forward_overlap takes on the same contract).
+RankOutputs run_row_refuses(RunContext& ctx, bool overlap = false);
 /// column → GELU → row, kPasses backward passes; outputs y, dx and both layers' gradients.
 RankOutputs run_mlp(RunContext& ctx);
 

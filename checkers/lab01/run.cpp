@@ -112,13 +112,14 @@ RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
   return {{"y", y}, {"y_second", y2}, {"dx", dx}, {"dweight", dw}, {"dbias", db}};
 }
 
-RankOutputs run_row_refuses(RunContext& ctx) {
+RankOutputs run_row_refuses(RunContext& ctx, bool overlap) {
   const int n = ctx.size(), r = ctx.rank();
   Tensor dw({H, F / n}, DType::f32, ctx.device), db({H}, DType::f32, ctx.device);
   const auto layer = [&](bool input_is_parallel) {
     LinearOptions opt;
     opt.sequence_parallel = ctx.sp;
     opt.input_is_parallel = input_is_parallel;
+    opt.tp_comm_overlap = overlap;
     return RowParallelLinear(ctx.on_device(chunk(row_w(ctx.seed), 1, r, n)), ctx.on_device(row_b(ctx.seed)),
                              dw, db, opt, "check.row");
   };
@@ -179,7 +180,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
     out["lab01/" + std::string(v.name)] = [v](RunContext& c) {
       return v.layer == LinearLayer::column ? run_column(c, v.lc) : run_row(c, v.lc);
     };
-  out["lab01/row_linear_refuses_wrong_in"] = run_row_refuses;
+  out["lab01/row_linear_refuses_wrong_in"] = [](RunContext& c) { return run_row_refuses(c); };
   out["lab01/mlp"] = run_mlp;
   out["lab01/gpt_step"] = run_gpt_step;
 }

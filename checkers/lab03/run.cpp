@@ -103,7 +103,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
       return v.layer == lab01::LinearLayer::column ? lab01::run_column(c, v.lc)
                                                    : with_dbias_share(lab01::run_row(c, v.lc));
     };
-  out["lab03/sp_row_linear_refuses_wrong_in"] = lab01::run_row_refuses;
+  out["lab03/sp_row_linear_refuses_wrong_in"] = [](RunContext& c) { return lab01::run_row_refuses(c); };
   out["lab03/sp_mlp"] = [](RunContext& c) {
     c.sp = true;
     return lab01::run_mlp(c);

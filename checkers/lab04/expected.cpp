@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "checkers/grader/timeline.h"
+#include "checkers/lab01/linear_expected.h"
 #include "checkers/lab04/lab04.h"
 #include "checkers/scenario.h"
 #include "engine/ops/elementwise.h"
@@ -304,6 +305,16 @@ void add_scenarios(std::vector<Scenario>& out) {
              "the ring");
          return out;
        }});
+  // forward_overlap takes on lab01's contract: an x whose last dim does not match the weight is refused
+  // before any communication (under SP before the ring's first send).
+  out.push_back(
+      {.lab = "lab04",
+       .name = "row_overlap_refuses_wrong_in",
+       .summary =
+           "RowParallelLinear with tp_comm_overlap refuses an x whose last dim does not match its weight",
+       .tp_sizes = {2, 3},
+       .sp_variants = true,
+       .expected = [](uint64_t, int tp, bool sp) { return lab01::expected_row_refuses(tp, sp); }});
 }
 
 }  // namespace

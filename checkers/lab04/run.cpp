@@ -1,6 +1,7 @@
 // lab04 on the ranks: the linear layers with tp_comm_overlap (the learner's layers_overlap.cpp and
 // ring_exchange.cpp), each forward and backward in its own phase so the grader can match the calls
 // with the GEMMs they must hide.
+#include "checkers/lab01/linear_runs.h"
 #include "checkers/lab04/lab04.h"
 #include "checkers/run_context.h"
 #include "engine/comm/link_model.h"
@@ -188,6 +189,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
   out["lab04/overlap_under_link"] = run_overlap;
   out["lab04/aliasing_hazard"] = run_aliasing;
   out["lab04/ring_refuses_uneven_s"] = run_ring_refuses;
+  out["lab04/row_overlap_refuses_wrong_in"] = [](RunContext& c) { return lab01::run_row_refuses(c, true); };
 }
 
 }  // namespace
