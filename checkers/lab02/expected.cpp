@@ -211,7 +211,10 @@ void add_scenarios(std::vector<Scenario>& out) {
                    "ShapeError; 0 = the state was silently replaced")},
              {"refuses_duplicate_seed",
               flag("1 = add('another-rng', seed) with the data-parallel seed raised ShapeError; 0 = "
-                   "two states now draw the same numbers")}};
+                   "two states now draw the same numbers")},
+             {"refuses_seed_inside_a_fork",
+              flag("1 = model_parallel_manual_seed inside fork() raised ShapeError (the header's "
+                   "contract; reset() refuses there); 0 = the tracker was reseeded under a live fork")}};
        }});
   out.push_back({.lab = "lab02",
                  .name = "rng_tracker_contract",

@@ -129,7 +129,11 @@ RankOutputs run_rng_refusals(RunContext& ctx) {
              tracker.add(tensor_parallel::kModelParallelRngName, tracker_seed(ctx.seed) + 1000000);
            }))},
           {"refuses_duplicate_seed",
-           ctx.on_device(refused([&] { tracker.add("another-rng", tracker_seed(ctx.seed)); }))}};
+           ctx.on_device(refused([&] { tracker.add("another-rng", tracker_seed(ctx.seed)); }))},
+          {"refuses_seed_inside_a_fork", ctx.on_device(refused([&] {
+             auto guard = tracker.fork();
+             tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed) + 1, ctx.rank());
+           }))}};
 }
 
 /// 1 if `fn` returned normally (no refusal), else 0; a [1] tensor on the host.
