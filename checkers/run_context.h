@@ -121,6 +121,26 @@ void check_refusal(RunContext& ctx, RankOutputs& out, const std::string& what, F
   out["no_call_before_refusing_" + what] = ctx.on_device(Tensor::from({1}, {calls() == before ? 1.f : 0.f}));
 }
 
+/// check_refusal, plus "names_values_<what>": 1 when the ShapeError's message contains every string of
+/// `values` (a contract's "ShapeError naming ffn and tp"); its grader side is expect_refusal_naming()
+/// (checkers/scenario.h).
+template <class F>
+void check_refusal_naming(RunContext& ctx, RankOutputs& out, const std::string& what,
+                          const std::vector<std::string>& values, F&& fn) {
+  std::string message;
+  check_refusal(ctx, out, what, [&] {
+    try {
+      fn();
+    } catch (const std::invalid_argument& e) {
+      message = e.what();
+      throw;
+    }
+  });
+  bool named = !message.empty();
+  for (const std::string& v : values) named = named && message.find(v) != std::string::npos;
+  out["names_values_" + what] = ctx.on_device(Tensor::from({1}, {named ? 1.f : 0.f}));
+}
+
 /// The well-shaped call beside a scenario's refusals: adds "accepts_<what>" (1: fn() returned, 0: it raised
 /// std::invalid_argument). A TODO's NotImplemented propagates (the scenario is not implemented yet). The
 /// grader's side is expect_accepted() in checkers/scenario.h.

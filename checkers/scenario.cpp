@@ -45,6 +45,14 @@ void expect_refusal(ExpectedOutputs& out, const std::string& what, const std::st
                  " communicated first (check the arguments before any communication)"};
 }
 
+void expect_refusal_naming(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
+                           const std::string& accepted, const std::string& who, const std::string& values) {
+  expect_refusal(out, what, refusal, accepted, who);
+  out["names_values_" + what] = {.whole = Tensor::from({1}, {1.f}),
+                                 .meaning = "1 = the ShapeError's message names " + values +
+                                            "; 0 = it did not (or nothing was refused)"};
+}
+
 void expect_accepted(ExpectedOutputs& out, const std::string& what, const std::string& call) {
   out["accepts_" + what] = {.whole = Tensor::from({1}, {1.f}),
                             .meaning = "1 = " + call +

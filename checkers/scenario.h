@@ -100,6 +100,11 @@ struct Scenario {
 void expect_refusal(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
                     const std::string& accepted, const std::string& who);
 
+/// expect_refusal, plus the side of check_refusal_naming(): "names_values_<what>" must be 1; `values`
+/// says what the message must name ("ffn=25 and tp=2").
+void expect_refusal_naming(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
+                           const std::string& accepted, const std::string& who, const std::string& values);
+
 /// The grader's side of check_accepts(): "accepts_<what>" must be 1; `call` names the well-shaped call
 /// ("ring_reduce_scatter of 2·tp rows").
 void expect_accepted(ExpectedOutputs& out, const std::string& what, const std::string& call);

@@ -125,10 +125,13 @@ ExpectedOutputs expected_row_refuses(int tp, bool sp) {
   ExpectedOutputs out;
   expect_accepted(out, "x_of_local_in_features",
                   layer + " of x [" + std::to_string(S) + ", " + std::to_string(B) + ", " + local + "]");
-  expect_refusal(out, "x_wider_than_local_in_features",
-                 layer + " raised ShapeError for x [" + std::to_string(S) + ", " + std::to_string(B) + ", " +
-                     wide + "] against a weight of " + local + " input columns",
-                 "it accepted an x wider than its weight" + cut, "the layer");
+  const std::string x_shape = "[" + std::to_string(S) + ", " + std::to_string(B) + ", " + wide + "]",
+                    w_shape = "[" + std::to_string(H) + ", " + local + "]";
+  expect_refusal_naming(
+      out, "x_wider_than_local_in_features",
+      layer + " raised ShapeError for x " + x_shape + " against a weight of " + local + " input columns",
+      "it accepted an x wider than its weight" + cut, "the layer",
+      "both shapes, x " + x_shape + " and the weight " + w_shape);
   if (!sp)
     expect_refusal(out, "whole_x_wider_than_in_features",
                    layer + " (input_is_parallel = false) raised ShapeError for a whole x of " +

@@ -130,8 +130,10 @@ RankOutputs run_row_refuses(RunContext& ctx, bool overlap) {
   RankOutputs out;
   LinearSaved saved;
   check_accepts(ctx, out, "x_of_local_in_features", [&] { parallel_in.forward(fits, saved, *ctx.tp); });
-  check_refusal(ctx, out, "x_wider_than_local_in_features",
-                [&] { parallel_in.forward(wide, saved, *ctx.tp); });
+  // "ShapeError naming both shapes": x's and the local weight's.
+  check_refusal_naming(ctx, out, "x_wider_than_local_in_features",
+                       {shape_str(wide.shape()), shape_str({H, F / n})},
+                       [&] { parallel_in.forward(wide, saved, *ctx.tp); });
   if (!ctx.sp) {
     const RowParallelLinear whole_in = layer(false);
     const Tensor whole = ctx.on_device(input_tensor({S, B, F + n}, ctx.seed, "row.whole_wide"));

@@ -296,13 +296,13 @@ void add_scenarios(std::vector<Scenario>& out) {
          expect_accepted(
              out, "s_divisible_by_tp",
              "matmul_reduce_scatter of s=" + std::to_string(2 * tp) + " rows at tp=" + std::to_string(tp));
-         expect_refusal(
+         expect_refusal_naming(
              out, "s_not_divisible_by_tp",
              "matmul_reduce_scatter raised ShapeError for s=" + std::to_string(2 * tp + 1) +
                  " rows at tp=" + std::to_string(tp),
              "it accepted a sequence it cannot split into tp chunks (rows were dropped or the ring "
              "ran on chunks of different sizes)",
-             "the ring");
+             "the ring", "s=" + std::to_string(2 * tp + 1) + " and tp=" + std::to_string(tp));
          return out;
        }});
   // forward_overlap takes on lab01's contract: an x whose last dim does not match the weight is refused

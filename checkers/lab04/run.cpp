@@ -179,7 +179,9 @@ RankOutputs run_ring_refuses(RunContext& ctx) {
   ctx.begin_phase("refuse");
   RankOutputs out;
   check_accepts(ctx, out, "s_divisible_by_tp", [&] { ring(even); });
-  check_refusal(ctx, out, "s_not_divisible_by_tp", [&] { ring(x); });
+  check_refusal_naming(ctx, out, "s_not_divisible_by_tp",
+                       {"s=" + std::to_string(2 * tp.size() + 1), "tp=" + std::to_string(tp.size())},
+                       [&] { ring(x); });
   return out;
 }
 

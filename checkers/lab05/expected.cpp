@@ -172,15 +172,6 @@ ExpectedOutputs expected_norm_rule(uint64_t, int, bool) {
                        "under SP, the per-head q/k norms always; the names come with their prefix"}}};
 }
 
-/// A refusal whose ShapeError must also name `values`.
-void expect_refusal_naming(ExpectedOutputs& out, const std::string& what, const std::string& refusal,
-                           const std::string& accepted, const std::string& who, const std::string& values) {
-  expect_refusal(out, what, refusal, accepted, who);
-  out["names_values_" + what] = {.whole = Tensor::from({1}, {1.f}),
-                                 .meaning = "1 = the ShapeError's message names " + values +
-                                            "; 0 = it did not (or nothing was refused)"};
-}
-
 ExpectedOutputs expected_refusals(uint64_t, int tp, bool) {
   ExpectedOutputs out;
   const std::string t = "tp=" + std::to_string(tp), s = "s=" + std::to_string(S);

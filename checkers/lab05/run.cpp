@@ -104,25 +104,6 @@ RankOutputs run_norm_rule(RunContext& ctx) {
   return {{"partial", ctx.on_device(Tensor::from({static_cast<int64_t>(std::size(kNormNames)), 2}, flags))}};
 }
 
-/// check_refusal, plus "names_values_<what>": 1 when the ShapeError's message contains every string of
-/// `values` (the contracts' "ShapeError naming ffn and tp").
-template <class F>
-void check_refusal_naming(RunContext& ctx, RankOutputs& out, const std::string& what,
-                          const std::vector<std::string>& values, F&& fn) {
-  std::string message;
-  check_refusal(ctx, out, what, [&] {
-    try {
-      fn();
-    } catch (const std::invalid_argument& e) {
-      message = e.what();
-      throw;
-    }
-  });
-  bool named = !message.empty();
-  for (const std::string& v : values) named = named && message.find(v) != std::string::npos;
-  out["names_values_" + what] = ctx.on_device(Tensor::from({1}, {named ? 1.f : 0.f}));
-}
-
 /// What lab05's contracts promise to refuse, each beside a well-shaped call.
 RankOutputs run_refusals(RunContext& ctx) {
   const int n = ctx.size(), r = ctx.rank();
