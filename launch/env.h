@@ -1,9 +1,10 @@
 // tpsp-run: the environment contract between the launcher and the ranks.
 //
 // Every rank is started with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TPSP_STORE_DIR (unless the
-// TCP store or the relay was asked for: the relay's ranks get TPSP_RELAY_FD=3) and OPENBLAS_NUM_THREADS. This file computes those values: from the command
-// line in local mode, from SLURM_* variables under srun, and the BLAS thread count from the CPUs this
-// process may run on. It touches no process state except reading the environment.
+// TCP store or the relay was asked for: the relay's ranks get TPSP_RELAY_FD=3) and OPENBLAS_NUM_THREADS. This
+// file computes those values: from the command line in local mode, from SLURM_* variables under srun, and the
+// BLAS thread count from the CPUs this process may run on. It touches no process state except reading the
+// environment.
 #pragma once
 
 #include <map>

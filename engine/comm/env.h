@@ -30,8 +30,9 @@ std::shared_ptr<ProcessGroup> init_from_env();
 std::shared_ptr<ProcessGroup> init_from_env(const GroupOptions& options);
 
 /// The world's CPU transport alone (Gloo; the relay when TPSP_RELAY_FD is set), from the same
-/// variables and with the same errors as init_from_env (which is create_world over it): for a program that wraps it, e.g. CUDA tensors
-/// staged over Gloo, ProcessGroup::create_world(cuda::host_staged(cpu_backend_from_env(o)), o)
+/// variables and with the same errors as init_from_env (which is create_world over it): for a program that
+/// wraps it, e.g. CUDA tensors staged over Gloo,
+/// ProcessGroup::create_world(cuda::host_staged(cpu_backend_from_env(o)), o)
 /// (engine/comm/cuda/host_staged_backend.h). options.timeout bounds the rendezvous.
 std::unique_ptr<Backend> cpu_backend_from_env(const GroupOptions& options);
 

@@ -14,7 +14,8 @@ namespace tpsp::ops {
 /// checked here (validate_tokens does that once per batch).
 Tensor embedding_forward(const TokenBatch& ids, const Tensor& wte, int64_t vocab_start = 0);
 /// dwte [V_local, h] = scatter-add of dout [s, b, h] rows onto the ids that fall in this slice.
-Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local, int64_t vocab_start = 0);
+Tensor embedding_backward(const Tensor& dout, const TokenBatch& ids, int64_t vocab_local,
+                          int64_t vocab_start = 0);
 
 /// In place x[si, bi, :] += wpe[seq_start + si, :] for x: [s_local, b, h], wpe: [max_seq, h].
 /// seq_start is this rank's first position under sequence parallelism (0 otherwise).

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/trace/op_kind.h"
 #include "engine/tensor.h"
+#include "engine/trace/op_kind.h"
 
 namespace tpsp {
 struct DeviceHooks;

@@ -1,7 +1,7 @@
 // The relay's wire format: how a rank's RelayBackend (relay_backend.h) asks the relay (launch/
-// relay_server.h: ./check's, ./grade's witness, tpsp-run --backend relay's) to run a call, and how the relay answers. Each message is one
-// Frame followed by `bytes` payload bytes, over one AF_UNIX stream socket per rank that the launcher
-// hands to the rank as file descriptor 3 (TPSP_RELAY_FD).
+// relay_server.h: ./check's, ./grade's witness, tpsp-run --backend relay's) to run a call, and how the relay
+// answers. Each message is one Frame followed by `bytes` payload bytes, over one AF_UNIX stream socket per
+// rank that the launcher hands to the rank as file descriptor 3 (TPSP_RELAY_FD).
 //
 // Why a relay: under ./grade the communication record of a run must come from somewhere the rank's
 // own code cannot write. The relay moves every byte between the ranks itself and writes down each
