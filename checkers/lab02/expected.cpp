@@ -130,6 +130,8 @@ ExpectedOutputs expected_rng_contract(uint64_t check_seed, int tp, bool) {
       {"refuses_fork_of_unknown_name",
        flag("1 = fork('never-added') raised ShapeError; 0 = it forked a state "
             "that was never added")},
+      {"names_unknown_fork_name",
+       flag("1 = that ShapeError's message names 'never-added'; 0 = it did not (or nothing was refused)")},
       {"accepts_seed_of_a_refused_add",
        flag(
            "1 = after add('model-parallel-rng', s) was refused (the name exists), add('fresh', s) succeeded; "
@@ -209,9 +211,14 @@ void add_scenarios(std::vector<Scenario>& out) {
              {"refuses_duplicate_name",
               flag("1 = add('model-parallel-rng', …) after model_parallel_manual_seed raised "
                    "ShapeError; 0 = the state was silently replaced")},
+             {"names_duplicate_name",
+              flag("1 = that ShapeError's message names the state 'model-parallel-rng' (the contract's "
+                   "'naming it'); 0 = it did not (or nothing was refused)")},
              {"refuses_duplicate_seed",
               flag("1 = add('another-rng', seed) with the data-parallel seed raised ShapeError; 0 = "
                    "two states now draw the same numbers")},
+             {"names_duplicate_seed",
+              flag("1 = that ShapeError's message names the seed; 0 = it did not (or nothing was refused)")},
              {"refuses_seed_inside_a_fork",
               flag("1 = model_parallel_manual_seed inside fork() raised ShapeError (the header's "
                    "contract; reset() refuses there); 0 = the tracker was reseeded under a live fork")}};

@@ -121,15 +121,29 @@ RankOutputs run_rng_nested(RunContext& ctx) {
   return out;
 }
 
-/// add() must refuse a name that exists and a seed that was already added.
+/// 1 if fn raised ShapeError (std::invalid_argument) whose message contains `value` ("naming it"), else 0.
+template <class F>
+Tensor refused_naming(F&& fn, const std::string& value) {
+  try {
+    fn();
+  } catch (const std::invalid_argument& e) {
+    return Tensor::from({1}, {std::string(e.what()).find(value) != std::string::npos ? 1.f : 0.f});
+  }
+  return Tensor::from({1}, {0.f});
+}
+
+/// add() must refuse a name that exists and a seed that was already added, naming it.
 RankOutputs run_rng_refusals(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
-  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
-  return {{"refuses_duplicate_name", ctx.on_device(refused([&] {
-             tracker.add(tensor_parallel::kModelParallelRngName, tracker_seed(ctx.seed) + 1000000);
-           }))},
-          {"refuses_duplicate_seed",
-           ctx.on_device(refused([&] { tracker.add("another-rng", tracker_seed(ctx.seed)); }))},
+  const uint64_t seed = tracker_seed(ctx.seed);
+  tensor_parallel::model_parallel_manual_seed(tracker, seed, ctx.rank());
+  const auto add_name = [&] { tracker.add(tensor_parallel::kModelParallelRngName, seed + 1000000); };
+  const auto add_seed = [&] { tracker.add("another-rng", seed); };
+  return {{"refuses_duplicate_name", ctx.on_device(refused(add_name))},
+          {"names_duplicate_name",
+           ctx.on_device(refused_naming(add_name, tensor_parallel::kModelParallelRngName))},
+          {"refuses_duplicate_seed", ctx.on_device(refused(add_seed))},
+          {"names_duplicate_seed", ctx.on_device(refused_naming(add_seed, std::to_string(seed)))},
           {"refuses_seed_inside_a_fork", ctx.on_device(refused([&] {
              auto guard = tracker.fork();
              tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed) + 1, ctx.rank());
@@ -151,6 +165,8 @@ RankOutputs run_rng_contract(RunContext& ctx) {
   tensor_parallel::model_parallel_manual_seed(tracker, seed, ctx.rank());
   RankOutputs out;
   out["refuses_fork_of_unknown_name"] = ctx.on_device(refused([&] { auto g = tracker.fork("never-added"); }));
+  out["names_unknown_fork_name"] =
+      ctx.on_device(refused_naming([&] { auto g = tracker.fork("never-added"); }, "never-added"));
   refused([&] { tracker.add(tensor_parallel::kModelParallelRngName, seed + 5); });  // a duplicate name
   out["accepts_seed_of_a_refused_add"] = ctx.on_device(accepted([&] { tracker.add("fresh", seed + 5); }));
   std::vector<Tensor> mp;
