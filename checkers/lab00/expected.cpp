@@ -99,6 +99,12 @@ void add_scenarios(std::vector<Scenario>& out) {
          expect_refusal(out, "all_gather_of_a_scalar",
                         "ring_all_gather raised ShapeError for a tensor without a dim 0",
                         "it accepted a scalar, which has no rows to gather", "ring_all_gather");
+         expect_refusal(out, "reduce_scatter_of_an_undefined_tensor",
+                        "ring_reduce_scatter raised ShapeError for an undefined tensor",
+                        "it accepted a tensor without storage", "ring_reduce_scatter");
+         expect_refusal(out, "all_reduce_of_a_scalar",
+                        "ring_all_reduce raised ShapeError for a tensor without a dim 0",
+                        "it accepted a scalar, which has no rows to split", "ring_all_reduce");
          return out;
        }});
 }

@@ -51,6 +51,13 @@ void add_runs(std::map<std::string, RunFn>& out) {
                   [&] { comm::ring_all_reduce(*ctx.tp, t, "check.ring_ar"); });
     check_refusal(ctx, out, "all_gather_of_a_scalar",
                   [&] { comm::ring_all_gather(*ctx.tp, scalar, "check.ring_ag"); });
+    // "a defined f32 (or bf16) tensor with at least one dim": the other inputs an op must refuse.
+    const Tensor undefined;
+    check_refusal(ctx, out, "reduce_scatter_of_an_undefined_tensor",
+                  [&] { comm::ring_reduce_scatter(*ctx.tp, undefined, "check.ring_rs"); });
+    Tensor s = scalar.clone();
+    check_refusal(ctx, out, "all_reduce_of_a_scalar",
+                  [&] { comm::ring_all_reduce(*ctx.tp, s, "check.ring_ar"); });
     return out;
   };
 }

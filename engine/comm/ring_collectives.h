@@ -36,7 +36,7 @@ namespace tpsp::comm {
 /// step 0 that is its own chunk), receives the partial sum of chunk (r-i-2) mod n from r-1 and adds
 /// its own chunk to it; after step n-2 the chunk it holds is chunk r, complete.
 /// Bytes sent per rank: (n-1) * S/n = (n-1)/n * S, S = in.nbytes() (n-1 send records of S/n each).
-/// Errors: ShapeError if `in` is not a defined f32 tensor with at least one dim, or if dim 0 is not
+/// Errors: ShapeError if `in` is not a defined f32 or bf16 tensor with at least one dim, or if dim 0 is not
 /// divisible by n (the message names both); CommError from the send/recv.
 /// Sources: Patarasuk & Yuan 2009 (reduce-scatter phase of the ring all-reduce); NCCL's ring;
 /// Gloo's ring (gloo/allreduce_ring.h, engine/comm/gloo/ring_reduce_scatter.h).
@@ -47,7 +47,7 @@ Tensor ring_reduce_scatter(ProcessGroup& pg, const Tensor& in, const std::string
 /// (the one it received at step i-1, its own at step 0) to r+1 and receives chunk (r-i-1) mod n from
 /// r-1 directly into the output.
 /// Bytes sent per rank: (n-1) * S/n = (n-1)/n * S, S = the output's nbytes (n-1 sends of in.nbytes()).
-/// Errors: ShapeError if `in` is not a defined f32 tensor with at least one dim; CommError from the
+/// Errors: ShapeError if `in` is not a defined f32 or bf16 tensor with at least one dim; CommError from the
 /// send/recv.
 /// Sources: Patarasuk & Yuan 2009 (all-gather phase of the ring all-reduce); NCCL's ring; Gloo's
 /// ring (gloo/allgather_ring.h).
@@ -59,7 +59,7 @@ Tensor ring_all_gather(ProcessGroup& pg, const Tensor& in, const std::string& la
 /// and label + ".all_gather.step<i>"), copied back into t.
 /// Steps: 2(n-1). Bytes sent per rank: 2(n-1)/n * S, S = t.nbytes() — exactly the reduce-scatter's
 /// (n-1)/n * S plus the all-gather's (n-1)/n * S. n == 1: t is left as it is, nothing is sent.
-/// Errors: ShapeError (before any communication) if t is not a defined f32 tensor with at least one
+/// Errors: ShapeError (before any communication) if t is not a defined f32 or bf16 tensor with at least one
 /// dim or dim 0 is not divisible by n; CommError from the send/recv (t is then unspecified).
 /// Sources: Patarasuk & Yuan 2009; NCCL's ring all-reduce; Gloo's AllreduceRing.
 void ring_all_reduce(ProcessGroup& pg, Tensor& t, const std::string& label);
