@@ -1,23 +1,117 @@
 #include "checkers/inputs.h"
 
+#include <cctype>
 #include <cmath>
+#include <stdexcept>
 
 #include "engine/error.h"
 #include "engine/random/init.h"
+#include "engine/random/philox.h"
 
 namespace tpsp::checkers {
 
-Tensor input_tensor(const Shape& shape, uint64_t seed, const std::string& name, float scale, bool exact) {
-  Tensor t(shape);
-  random::init_normal(t, seed, "check." + name, scale);
-  if (exact)
+namespace {
+
+/// The name an input is drawn under: each way of sharing has names of its own (see inputs.h).
+std::string drawn_name(const InputSpec& spec, Share share, int dim, int rank) {
+  switch (share) {
+    case Share::split:
+      return "check." + spec.name + "/split" + std::to_string(dim);
+    case Share::of_rank:
+      return "check." + spec.name + ".rank" + std::to_string(rank);
+    default:
+      return "check." + spec.name;
+  }
+}
+
+/// A rank that knows the seed: draws the whole and keeps its own chunk.
+class SeededRankSource final : public InputSource {
+ public:
+  SeededRankSource(uint64_t seed, int rank, int size) : seed_(seed), rank_(rank), size_(size) {}
+  Tensor draw(const InputSpec& spec, Share share, int dim, int rank) const override {
+    const Tensor t = draw_input(spec, share, dim, rank, seed_);
+    return share == Share::split ? chunk(t, dim, rank_, size_) : t;
+  }
+
+ private:
+  uint64_t seed_;
+  int rank_, size_;
+};
+
+/// The grader's side: whole tensors.
+class SeedSource final : public InputSource {
+ public:
+  explicit SeedSource(uint64_t seed) : seed_(seed) {}
+  Tensor draw(const InputSpec& spec, Share share, int dim, int rank) const override {
+    return draw_input(spec, share, dim, rank, seed_);
+  }
+
+ private:
+  uint64_t seed_;
+};
+
+}  // namespace
+
+std::string input_name_problem(const std::string& name) {
+  if (name.empty() || name.size() > 200) return "an input name has 1 to 200 characters";
+  for (const char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+      return "an input name holds only letters, digits, '.', '_' and '-'";
+  const std::size_t at = name.rfind(".rank");
+  if (at != std::string::npos && at + 5 < name.size() &&
+      name.find_first_not_of("0123456789", at + 5) == std::string::npos)
+    return "an input name may not end in .rank<digits> (that is a rank's own input)";
+  return "";
+}
+
+Tensor draw_input(const InputSpec& spec, Share share, int dim, int rank, uint64_t seed) {
+  if (const std::string why = input_name_problem(spec.name); !why.empty())
+    throw std::invalid_argument("input '" + spec.name + "': " + why);
+  Tensor t(spec.shape);
+  random::init_normal(t, seed, drawn_name(spec, share, dim, rank), spec.scale);
+  if (spec.exact)
     for (int64_t i = 0; i < t.numel(); ++i)
       t.at(i) = std::fmax(-8.f, std::fmin(8.f, std::round(t.at(i) * 12.f) / 4.f));
   return t;
 }
 
-TokenBatch input_tokens(int64_t b, int64_t s, int64_t vocab, uint64_t seed, const std::string& name) {
-  const Tensor u = input_tensor({b * s}, seed, name);
+InputDraw::InputDraw(uint64_t seed) : source_(std::make_shared<SeedSource>(seed)) {}
+
+InputDraw InputDraw::split(int d) const {
+  InputDraw out = *this;
+  out.split_ = d;
+  return out;
+}
+
+Tensor InputDraw::operator()(const InputSpec& spec) const {
+  if (!source_) throw std::logic_error("input '" + spec.name + "' drawn from an InputDraw without a source");
+  return split_ < 0 ? source_->draw(spec, Share::whole, 0, 0) : source_->draw(spec, Share::split, split_, 0);
+}
+
+Tensor InputDraw::of_rank(const InputSpec& spec, int r) const {
+  if (!source_) throw std::logic_error("input '" + spec.name + "' drawn from an InputDraw without a source");
+  return source_->draw(spec, Share::of_rank, 0, r);
+}
+
+std::shared_ptr<const InputSource> seeded_rank_source(uint64_t seed, int rank, int size) {
+  return std::make_shared<SeededRankSource>(seed, rank, size);
+}
+
+uint64_t model_seed_of(uint64_t seed) {
+  const uint64_t stream = random::hash_name("tpsp.checkers.model_seed");
+  const auto out = random::philox4x32(
+      {static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32), 0x6d6f64u, 0x656cu},
+      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  return uint64_t{out[0]} | uint64_t{out[1]} << 32;
+}
+
+Tensor input_tensor(const Shape& shape, const InputDraw& draw, const std::string& name, float scale,
+                    bool exact) {
+  return draw({name, shape, scale, exact});
+}
+
+TokenBatch input_tokens(int64_t b, int64_t s, int64_t vocab, const InputDraw& draw, const std::string& name) {
+  const Tensor u = input_tensor({b * s}, draw, name);
   TokenBatch ids{b, s, {}};
   for (int64_t k = 0; k < b * s; ++k)
     ids.ids.push_back(static_cast<int64_t>(std::fabs(u.at(k)) * 1000) % vocab);

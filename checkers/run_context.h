@@ -22,7 +22,8 @@
 namespace tpsp::checkers {
 
 /// Where a scenario runs: this rank's TP group (size tp, rank r; the world may hold several TP
-/// groups: dp × tp), the layout, SP on/off, the check's seed and the device (./check --device: the
+/// groups: dp × tp), the layout, SP on/off, its inputs (`in`: checkers/inputs.h; the rank holds no seed
+/// of them), the seed of the models it builds with the engine, and the device (./check --device: the
 /// scenario puts its inputs, weights and gradient buffers there with on_device, and its results must
 /// stay there). begin_phase("forward") / ("backward") files the calls recorded from then on under that
 /// phase.
@@ -30,7 +31,11 @@ struct RunContext {
   comm::ProcessGroup* tp = nullptr;
   ParallelState* ps = nullptr;
   bool sp = false;
-  uint64_t seed = 0;
+  /// This rank's inputs: `col_x(ctx.in)` whole, `col_w(ctx.in.split(0))` its chunk of dim 0,
+  /// `f_dy(ctx.in, ctx.rank())` its own.
+  InputDraw in;
+  /// The seed of ParallelGPT, TransformerLayer and the RNG tracker (model_seed_of the check's seed).
+  uint64_t model_seed = 0;
   Device device = Device::cpu;
   /// True once the scenario called run_on_host(): its learner function is host code by design.
   bool host_code = false;

@@ -3,7 +3,8 @@
 // communication it must perform. Expected tensors come from reference/ or a closed form — this side
 // links no lab-owned code (a ctest proves it) — and placements come from here, never from a rank.
 // The rank side of the same scenario (the code that calls the learner's functions) is its RunFn in
-// checkers/run_context.h; both sides build their inputs from checkers/inputs.h and the seed.
+// checkers/run_context.h; both sides build their inputs from checkers/inputs.h: this side from the seed,
+// the ranks from the part of each input the relay gives them.
 #pragma once
 
 #include <cstdint>

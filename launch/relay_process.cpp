@@ -17,7 +17,7 @@ RelayProcess::~RelayProcess() {
   finish();
 }
 
-bool RelayProcess::start(int world, const std::string& log) {
+bool RelayProcess::start(int world, const std::string& log, const InputServer& inputs) {
   std::vector<int> relay_ends;
   const auto fail = [&] {
     const int e = errno;
@@ -40,7 +40,7 @@ bool RelayProcess::start(int world, const std::string& log) {
     // their sockets close instead of waiting for a relay nobody will stop.
     end_with_parent(parent, SIGKILL, 1);
     for (int fd : rank_ends_) ::close(fd);
-    serve_relay(relay_ends, log);
+    serve_relay(relay_ends, log, inputs);
     ::_exit(0);
   }
   if (pid_ < 0) return fail();

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/relay_server.h"
+
 namespace tpsp::run {
 
 class RelayProcess {
@@ -19,9 +21,10 @@ class RelayProcess {
   /// Stops a relay still running (finish()).
   ~RelayProcess();
 
-  /// Starts the relay for `world` ranks, writing the witness record to `log` ("" = none). False (nothing
-  /// started, errno set) when a socket pair or the fork fails.
-  bool start(int world, const std::string& log);
+  /// Starts the relay for `world` ranks, writing the witness record to `log` ("" = none) and serving the
+  /// scenario inputs with `inputs` (none when empty). False (nothing started, errno set) when a socket
+  /// pair or the fork fails.
+  bool start(int world, const std::string& log, const InputServer& inputs = {});
   /// World rank r's end of its socket, to be passed as its descriptor 3; -1 before start().
   int rank_end(int r) const;
   /// Closes this process's copies of the ranks' ends, once the launcher's children hold them (the relay

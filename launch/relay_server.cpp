@@ -36,7 +36,8 @@ using namespace relay_state;
 
 class Relay {
  public:
-  Relay(const std::vector<int>& fds, std::FILE* log) : log_(log) {
+  Relay(const std::vector<int>& fds, std::FILE* log, InputServer inputs)
+      : log_(log), inputs_(std::move(inputs)) {
     for (int fd : fds) {
       ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
       Conn c;
@@ -256,6 +257,7 @@ class Relay {
          (q.f.arg < 0 || q.f.arg >= n || q.f.arg == gr)) ||
         (q.f.kind == Kind::recv && q.f.aux > comm::relay::kMaxPayload))
       return violation(q.rank, "a request with an unknown op, reduction or peer");
+    if (q.f.kind == Kind::input) return input(grp, q);
     if (q.f.kind == Kind::mark) {  // the checker's scenario code entering a phase (ranks_main.cpp)
       if (!log({{"ctx", grp.ctx},
                 {"rank", q.rank},
@@ -324,6 +326,18 @@ class Relay {
     }
     erase();
     done(all);
+  }
+
+  /// A scenario input, drawn and cut to what world rank q.rank may have by the input server.
+  void input(const Group& grp, const Request& q) {
+    if (q.payload.size() > 4096) return violation(q.rank, "an input request of over 4096 bytes");
+    const std::string spec(q.payload.begin(), q.payload.end());
+    if (!log({{"ctx", grp.ctx}, {"rank", q.rank}, {"kind", "input"}, {"spec", spec}})) return close(q.rank);
+    if (!inputs_) return violation(q.rank, "asked for a scenario input, which this relay does not serve");
+    const InputAnswer a = inputs_({grp.ctx, q.rank, spec});
+    if (!a.violation.empty()) return violation(q.rank, a.violation);
+    if (!a.error.empty()) return error(q, a.error);
+    reply(q, Status::ok, a.bytes.data(), a.bytes.size());
   }
 
   void hello(Request q) {
@@ -455,6 +469,7 @@ class Relay {
 
   std::deque<int> closed_;  // ranks closed whose waiting peers fail_closed() has not failed yet
   std::FILE* log_;
+  InputServer inputs_;
   std::size_t logged_ = 0;  // bytes written to the log
   bool full_ = false;       // the log reached kMaxLog (or failed): every later request is refused
   std::vector<Conn> conns_;
@@ -467,15 +482,15 @@ class Relay {
 
 }  // namespace
 
-void serve_relay(const std::vector<int>& fds, const std::string& log_path) {
-  if (log_path.empty()) return Relay(fds, nullptr).run();
+void serve_relay(const std::vector<int>& fds, const std::string& log_path, const InputServer& inputs) {
+  if (log_path.empty()) return Relay(fds, nullptr, inputs).run();
   const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // root's alone
   std::FILE* log = fd < 0 ? nullptr : ::fdopen(fd, "w");
   if (!log) {
     if (fd >= 0) ::close(fd);
     return;
   }
-  Relay(fds, log).run();
+  Relay(fds, log, inputs).run();
   std::fclose(log);
 }
 

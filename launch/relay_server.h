@@ -7,10 +7,27 @@
 // machine without Gloo (slower for large tensors: every byte goes through one process).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace tpsp::run {
+
+/// A rank's request for one of the scenario's inputs (protocol Kind::input): who asks, in which world
+/// (`ctx`, as in the log), and the request's own words (`spec`, JSON; checkers/input_server.h reads it).
+struct InputAsk {
+  int ctx = 0;
+  int rank = 0;  ///< world rank: the relay's own knowledge, never the request's
+  std::string spec;
+};
+/// The relay's answer: the tensor's float32 bytes; or `error`, answered to the rank as a failed call (a
+/// request the scenario's code got wrong); or `violation`, which cuts the rank off and fails the run (a
+/// request for data this rank may not have).
+struct InputAnswer {
+  std::string bytes, error, violation;
+};
+/// Draws the inputs that a relay serves (checkers/input_server.h); empty: the relay serves none.
+using InputServer = std::function<InputAnswer(const InputAsk&)>;
 
 /// Serves the ranks of one launch: fds[w] is world rank w's end of its socket (the rank holds the
 /// other end as descriptor 3). Returns when every socket is closed. With a `log_path` (empty: no log),
@@ -24,7 +41,9 @@ namespace tpsp::run {
 /// {"ctx", "rank", "violation": "..."} and its socket is closed. Mismatched calls (ranks calling different
 /// collectives under one tag) are answered with an error on every rank of the call, in the words of the
 /// ProcessGroup's fingerprint check ("collective mismatch in group tp: ...").
+/// An input request (Kind::input) is answered by `inputs` and logged as {"ctx", "rank", "kind": "input",
+/// "spec"}; with no `inputs` it is a violation.
 /// Never throws: a log that cannot be written ends the relay (the grader then finds no witness).
-void serve_relay(const std::vector<int>& fds, const std::string& log_path);
+void serve_relay(const std::vector<int>& fds, const std::string& log_path, const InputServer& inputs = {});
 
 }  // namespace tpsp::run

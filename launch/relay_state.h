@@ -68,6 +68,8 @@ inline const char* kind_name(Kind k) {
       return "new_group";
     case Kind::mark:
       return "mark";
+    case Kind::input:
+      return "input";
     default:
       return "reply";
   }

@@ -12,7 +12,7 @@ namespace {
 using namespace gpt_step;
 
 ExpectedOutputs expected_gpt_step(uint64_t seed, int tp, bool sp) {
-  reference::GPT gpt(config(), seed);
+  reference::GPT gpt(config(), model_seed_of(seed));
   const float loss = gpt.forward(ids(seed), targets(seed), kIteration);
   gpt.backward();
   const reference::ParamMap grads = gpt.grads();

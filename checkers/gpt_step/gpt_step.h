@@ -20,10 +20,10 @@ inline GPTConfig config() {
 inline ops::AdamWConfig adamw() {
   return {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f, .weight_decay = 0.01f};
 }
-inline TokenBatch ids(uint64_t seed) {
+inline TokenBatch ids(const InputDraw& seed) {
   return input_tokens(kBatch, kSeq, kVocab, seed, "gpt.ids");
 }
-inline TokenBatch targets(uint64_t seed) {
+inline TokenBatch targets(const InputDraw& seed) {
   return input_tokens(kBatch, kSeq, kVocab, seed, "gpt.targets");
 }
 

@@ -10,9 +10,10 @@ namespace tpsp::checkers {
 
 RankOutputs run_gpt_step(RunContext& ctx) {
   using namespace gpt_step;
-  model::ParallelGPT gpt(config(), ctx.seed, *ctx.ps, {.sequence_parallel = ctx.sp, .device = ctx.device});
+  model::ParallelGPT gpt(config(), ctx.model_seed, *ctx.ps,
+                         {.sequence_parallel = ctx.sp, .device = ctx.device});
   ctx.begin_phase("forward");
-  const float loss = gpt.forward(ids(ctx.seed), targets(ctx.seed), kIteration);
+  const float loss = gpt.forward(ids(ctx.in), targets(ctx.in), kIteration);
   ctx.begin_phase("backward");
   gpt.backward();
   ctx.begin_phase("step");

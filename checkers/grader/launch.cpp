@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "checkers/input_server.h"
+#include "checkers/inputs.h"
 #include "checkers/sandbox/confine.h"
 #include "checkers/sandbox/witness_judge.h"
 #include "launch/env.h"
@@ -41,7 +43,7 @@ namespace {
 /// only its rank<r>/. With a `relay_log`, the ranks' only transport is a relay writing that file.
 int run_ranks(const std::vector<std::string>& argv, int world, double budget,
               const std::vector<std::string>& env, const std::string& store, const std::string& log_path,
-              const run::Confinement* confine, const std::string& relay_log,
+              const run::Confinement* confine, const std::string& relay_log, const run::InputServer& inputs,
               const std::vector<std::string>& run_dirs) {
   run::JobSpec spec;
   if (confine) spec.confine = *confine;
@@ -84,7 +86,7 @@ int run_ranks(const std::vector<std::string>& argv, int world, double budget,
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (log < 0) return 1;
   if (!relay_log.empty()) {
-    if (!relay.start(world, relay_log)) {
+    if (!relay.start(world, relay_log, inputs)) {
       run::write_all(
           log, "tpsp-check: cannot start the witness relay: " + std::string(std::strerror(errno)) + "\n");
       ::close(log);
@@ -131,7 +133,14 @@ std::vector<std::string> dirs_of(const std::vector<const PlannedRun*>& runs) {
 LaunchOutcome RunLauncher::launch_runs(const std::string& bin, const std::vector<const PlannedRun*>& runs,
                                        uint64_t seed, double budget, const std::string& scratch) {
   const PlannedRun& first = *runs.front();
-  std::vector<std::string> argv{bin, "--tp", std::to_string(first.layout.tp), "--seed", std::to_string(seed)};
+  // A confined launch's ranks talk only through the witness relay, whose log lies beside `scratch` in
+  // the grader's own directory (never in a directory a rank owns, where it could be replaced).
+  const std::string relay_log = s_.confine || s_.relay ? scratch + ".relay.jsonl" : "";
+  // Under a relay the ranks never get the seed of the inputs: they ask the relay for each, which gives a
+  // rank only its own part (checkers/input_server.h); without one (--backend gloo) they draw them.
+  std::vector<std::string> argv{bin, "--tp", std::to_string(first.layout.tp), "--model-seed",
+                                std::to_string(model_seed_of(seed))};
+  if (relay_log.empty()) argv.insert(argv.end(), {"--seed", std::to_string(seed)});
   for (const PlannedRun* r : runs) {  // SP per scenario: one launch serves a layout's runs with and without
     argv.insert(argv.end(), {"--scenario", r->sc->id(), "--sp", r->sp ? "1" : "0", "--out", r->dir});
   }
@@ -156,9 +165,6 @@ LaunchOutcome RunLauncher::launch_runs(const std::string& bin, const std::vector
         }
       }
   }
-  // A confined launch's ranks talk only through the witness relay, whose log lies beside `scratch` in
-  // the grader's own directory (never in a directory a rank owns, where it could be replaced).
-  const std::string relay_log = confine || s_.relay ? scratch + ".relay.jsonl" : "";
   LaunchOutcome out;
   // TPSP_DEVICE and TPSP_BACKEND always: one exported in the caller's shell must not change a plain
   // ./check (attack12).
@@ -166,7 +172,8 @@ LaunchOutcome RunLauncher::launch_runs(const std::string& bin, const std::vector
       argv, world, budget,
       {fmt::format("TPSP_COMM_TIMEOUT={}", budget + 10), "TPSP_COMM_CHECK_BUFFERS=1", "TPSP_POISON_EMPTY=1",
        "TPSP_DEVICE=" + s_.device, "TPSP_BACKEND=" + (relay_log.empty() ? s_.backend : std::string("relay"))},
-      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr, relay_log, dirs_of(runs));
+      scratch + "/store", scratch + "/launcher.log", confine ? &*confine : nullptr, relay_log,
+      input_server(seed, first.layout.tp), dirs_of(runs));
   if (confine) {
     for (int w = 0; w < world; ++w) sandbox::kill_uid(confine->uid + w);
     sandbox::take_back(scratch);

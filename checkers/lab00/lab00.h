@@ -10,13 +10,15 @@ namespace tpsp::checkers::lab00 {
 
 constexpr int64_t R = 12, C = 10;  // rows divisible by 1, 2, 3, 4
 
-/// Rank r's input of the reduce-scatter and all-reduce scenarios.
-inline Tensor rank_tensor(uint64_t seed, int r) {
-  return input_tensor({R, C}, seed, "ring.rank" + std::to_string(r), 1, true);
+/// Rank r's own input of the reduce-scatter and all-reduce scenarios (checkers/inputs.h: no other rank
+/// gets it).
+inline Tensor rank_tensor(const InputDraw& d, int r) {
+  return d.of_rank({"ring", {R, C}, 1, true}, r);
 }
-/// The whole tensor whose chunks the all-gather scenario's ranks hold.
-inline Tensor gather_whole(uint64_t seed) {
-  return input_tensor({R, C}, seed, "ring.gather", 1, true);
+/// The tensor whose chunks (of dim 0) the all-gather scenario's ranks hold: whole on the grader's side,
+/// a rank's chunk on a rank's.
+inline Tensor gather_whole(const InputDraw& d) {
+  return d.split(0)({"ring.gather", {R, C}, 1, true});
 }
 
 }  // namespace tpsp::checkers::lab00

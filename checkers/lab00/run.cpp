@@ -13,7 +13,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
   using namespace lab00;
   out["lab00/ring_reduce_scatter"] = [](RunContext& ctx) {
     ctx.run_on_host();
-    const Tensor in = rank_tensor(ctx.seed, ctx.rank());
+    const Tensor in = rank_tensor(ctx.in, ctx.rank());
     ctx.begin_phase("reduce_scatter");
     return RankOutputs{{"out", guarded("ring_reduce_scatter", {{"in", &in}}, [&] {
                           return comm::ring_reduce_scatter(*ctx.tp, in, "check.ring_rs");
@@ -21,14 +21,14 @@ void add_runs(std::map<std::string, RunFn>& out) {
   };
   out["lab00/ring_all_gather"] = [](RunContext& ctx) {
     ctx.run_on_host();
-    const Tensor in = chunk(gather_whole(ctx.seed), 0, ctx.rank(), ctx.size());
+    const Tensor in = gather_whole(ctx.in);
     ctx.begin_phase("all_gather");
     return RankOutputs{{"out", guarded("ring_all_gather", {{"in", &in}},
                                        [&] { return comm::ring_all_gather(*ctx.tp, in, "check.ring_ag"); })}};
   };
   out["lab00/ring_all_reduce"] = [](RunContext& ctx) {
     ctx.run_on_host();
-    Tensor t = rank_tensor(ctx.seed, ctx.rank());
+    Tensor t = rank_tensor(ctx.in, ctx.rank());
     ctx.begin_phase("all_reduce");
     comm::ring_all_reduce(*ctx.tp, t, "check.ring_ar");
     return RankOutputs{{"out", t}};
@@ -37,9 +37,9 @@ void add_runs(std::map<std::string, RunFn>& out) {
   // ring chunks; a tensor without a dim 0 (a scalar) has nothing to gather along.
   out["lab00/ring_refuses_bad_shapes"] = [](RunContext& ctx) {
     ctx.run_on_host();
-    const Tensor uneven = input_tensor({2 * ctx.size() + 1, C}, ctx.seed, "ring.uneven", 1, true);
+    const Tensor uneven = input_tensor({2 * ctx.size() + 1, C}, ctx.in, "ring.uneven", 1, true);
     const Tensor scalar = Tensor::from({}, {1.f});
-    const Tensor even = input_tensor({2 * ctx.size(), C}, ctx.seed, "ring.even", 1, true);
+    const Tensor even = input_tensor({2 * ctx.size(), C}, ctx.in, "ring.even", 1, true);
     ctx.begin_phase("refuse");
     RankOutputs out;
     check_accepts(ctx, out, "reduce_scatter_of_2n_rows",

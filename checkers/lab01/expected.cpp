@@ -54,12 +54,12 @@ Pattern pattern_f_g(int tp, bool) {
 namespace lab01 {
 
 ExpectedOutputs expected_column(uint64_t seed, bool sp, const LinearCase& lc) {
-  const Tensor x = col_x(seed), w = col_w(seed), b = col_b(seed), dy = col_dy(seed);
+  const Tensor x = col_x(seed, sp), w = col_w(seed), b = col_b(seed), dy = col_dy(seed, lc.gather_output);
   const reference::LinearGrads g = reference::linear_backward(dy, x, w, true);
   const Tensor bias = lc.skip_bias_add ? Tensor() : b;
   const Placement out_placement = lc.gather_output ? Placement::Replicate() : Placement::Shard(2);
   ExpectedOutputs out{{"y", {reference::linear_forward(x, w, bias), out_placement}},
-                      {"y_second", {reference::linear_forward(col_x2(seed), w, bias), out_placement}},
+                      {"y_second", {reference::linear_forward(col_x2(seed, sp), w, bias), out_placement}},
                       {"dx", {g.dx, sp ? Placement::Shard(0) : Placement::Replicate()}},
                       {"dbias", accumulated(g.db, Placement::Shard(0))}};
   if (!lc.frozen_weight) out["dweight"] = accumulated(g.dw, Placement::Shard(0));
@@ -88,16 +88,17 @@ Pattern pattern_column(int tp, bool sp, const LinearCase& lc) {
 }
 
 ExpectedOutputs expected_row(uint64_t seed, bool sp, const LinearCase& lc) {
-  const Tensor x = row_x(seed), w = row_w(seed), b = row_b(seed), dy = row_dy(seed);
+  const Tensor x = row_x(seed, lc.input_is_parallel), w = row_w(seed), b = row_b(seed), dy = row_dy(seed, sp);
   const reference::LinearGrads g = reference::linear_backward(dy, x, w, true);
   const Tensor bias = lc.skip_bias_add ? Tensor() : b;
   const Placement out_placement = sp ? Placement::Shard(0) : Placement::Replicate();
-  return {{"y", {reference::linear_forward(x, w, bias), out_placement}},
-          {"y_second", {reference::linear_forward(row_x2(seed), w, bias), out_placement}},
-          {"dx", {g.dx, lc.input_is_parallel ? Placement::Shard(2) : Placement::Replicate()}},
-          {"dweight", accumulated(g.dw, Placement::Shard(1))},
-          // Under SP each rank's bias gradient covers its own tokens (summed over TP afterwards).
-          {"dbias", accumulated(g.db, sp ? Placement::Partial() : Placement::Replicate())}};
+  return {
+      {"y", {reference::linear_forward(x, w, bias), out_placement}},
+      {"y_second", {reference::linear_forward(row_x2(seed, lc.input_is_parallel), w, bias), out_placement}},
+      {"dx", {g.dx, lc.input_is_parallel ? Placement::Shard(2) : Placement::Replicate()}},
+      {"dweight", accumulated(g.dw, Placement::Shard(1))},
+      // Under SP each rank's bias gradient covers its own tokens (summed over TP afterwards).
+      {"dbias", accumulated(g.db, sp ? Placement::Partial() : Placement::Replicate())}};
 }
 
 Pattern pattern_row(int tp, bool sp, const LinearCase& lc) {
@@ -143,8 +144,8 @@ ExpectedOutputs expected_row_refuses(int tp, bool sp) {
 ExpectedOutputs expected_mlp(uint64_t seed, int, bool sp) {
   const reference::MLPParams prm{mlp_w1(seed), mlp_b1(seed), mlp_w2(seed), mlp_b2(seed)};
   reference::MLPSaved saved;
-  const Tensor y = reference::mlp_forward(mlp_x(seed), prm, saved);
-  const reference::MLPGrads g = reference::mlp_backward(mlp_dy(seed), prm, saved);
+  const Tensor y = reference::mlp_forward(mlp_x(seed, sp), prm, saved);
+  const reference::MLPGrads g = reference::mlp_backward(mlp_dy(seed, sp), prm, saved);
   const Placement seq = sp ? Placement::Shard(0) : Placement::Replicate();
   return {{"y", {y, seq}},
           {"dx", {g.dx, seq}},

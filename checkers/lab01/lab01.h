@@ -70,68 +70,77 @@ inline constexpr LinearVariant kLinearVariants[] = {
      {.input_is_parallel = false}},
 };
 
-// Whole inputs, drawn from (seed, name).
-inline Tensor col_x(uint64_t s) {
-  return input_tensor({S, B, H}, s, "col.x");
+// The inputs, as each rank holds them (checkers/inputs.h): the grader gets the whole tensors from a
+// seed (`col_w(seed)`), a rank its part (`col_w(ctx.in)`: its chunk of col.w's rows). An input that a
+// layout holds split (x under SP, a weight's shard) is split here for both sides alike.
+/// X: whole, or split along s under SP.
+inline Tensor col_x(const InputDraw& d, bool sp) {
+  return (sp ? d.split(0) : d)({"col.x", {S, B, H}});
 }
-inline Tensor col_w(uint64_t s) {
-  return input_tensor({F, H}, s, "col.w", 0.2f);
+/// A (out × in): each rank holds its rows.
+inline Tensor col_w(const InputDraw& d) {
+  return d.split(0)({"col.w", {F, H}, 0.2f});
 }
-inline Tensor col_b(uint64_t s) {
-  return input_tensor({F}, s, "col.b");
+inline Tensor col_b(const InputDraw& d) {
+  return d.split(0)({"col.b", {F}});
 }
 /// Inputs of a second forward call (after the backward passes): its result must not change the first's.
-inline Tensor col_x2(uint64_t s) {
-  return input_tensor({S, B, H}, s, "col.x2");
+inline Tensor col_x2(const InputDraw& d, bool sp) {
+  return (sp ? d.split(0) : d)({"col.x2", {S, B, H}});
 }
-inline Tensor row_x2(uint64_t s) {
-  return input_tensor({S, B, F}, s, "row.x2");
+/// dY: whole after a gathered output, else each rank's chunk of the out features.
+inline Tensor col_dy(const InputDraw& d, bool gather_output) {
+  return (gather_output ? d : d.split(2))({"col.dy", {S, B, F}});
 }
-inline Tensor col_dy(uint64_t s) {
-  return input_tensor({S, B, F}, s, "col.dy");
+/// Row-parallel X: split along its last dim when the input is parallel, else whole.
+inline Tensor row_x(const InputDraw& d, bool input_is_parallel) {
+  return (input_is_parallel ? d.split(2) : d)({"row.x", {S, B, F}});
 }
-inline Tensor row_x(uint64_t s) {
-  return input_tensor({S, B, F}, s, "row.x");
+inline Tensor row_x2(const InputDraw& d, bool input_is_parallel) {
+  return (input_is_parallel ? d.split(2) : d)({"row.x2", {S, B, F}});
 }
-inline Tensor row_w(uint64_t s) {
-  return input_tensor({H, F}, s, "row.w", 0.2f);
+/// B (out × in): each rank holds its columns; the bias is whole.
+inline Tensor row_w(const InputDraw& d) {
+  return d.split(1)({"row.w", {H, F}, 0.2f});
 }
-inline Tensor row_b(uint64_t s) {
-  return input_tensor({H}, s, "row.b");
+inline Tensor row_b(const InputDraw& d) {
+  return d({"row.b", {H}});
 }
-inline Tensor row_dy(uint64_t s) {
-  return input_tensor({S, B, H}, s, "row.dy");
+/// dY of the row layer: whole, or split along s under SP.
+inline Tensor row_dy(const InputDraw& d, bool sp) {
+  return (sp ? d.split(0) : d)({"row.dy", {S, B, H}});
 }
-inline Tensor mlp_x(uint64_t s) {
-  return input_tensor({S, B, H}, s, "mlp.x");
+inline Tensor mlp_x(const InputDraw& d, bool sp) {
+  return (sp ? d.split(0) : d)({"mlp.x", {S, B, H}});
 }
-inline Tensor mlp_w1(uint64_t s) {
-  return input_tensor({F, H}, s, "mlp.w1", 0.2f);
+inline Tensor mlp_w1(const InputDraw& d) {
+  return d.split(0)({"mlp.w1", {F, H}, 0.2f});
 }
-inline Tensor mlp_b1(uint64_t s) {
-  return input_tensor({F}, s, "mlp.b1");
+inline Tensor mlp_b1(const InputDraw& d) {
+  return d.split(0)({"mlp.b1", {F}});
 }
-inline Tensor mlp_w2(uint64_t s) {
-  return input_tensor({H, F}, s, "mlp.w2", 0.2f);
+inline Tensor mlp_w2(const InputDraw& d) {
+  return d.split(1)({"mlp.w2", {H, F}, 0.2f});
 }
-inline Tensor mlp_b2(uint64_t s) {
-  return input_tensor({H}, s, "mlp.b2");
+inline Tensor mlp_b2(const InputDraw& d) {
+  return d({"mlp.b2", {H}});
 }
-inline Tensor mlp_dy(uint64_t s) {
-  return input_tensor({S, B, H}, s, "mlp.dy");
+inline Tensor mlp_dy(const InputDraw& d, bool sp) {
+  return (sp ? d.split(0) : d)({"mlp.dy", {S, B, H}});
 }
 /// f and g on integers: f's input, rank r's backward partial, rank r's forward partial of g, g's dZ.
-inline Tensor f_x(uint64_t s) {
-  return input_tensor({S, B, H}, s, "f.x", 1, true);
+/// The partials are each rank's own: no rank can compute the sums without the all-reduce.
+inline Tensor f_x(const InputDraw& d) {
+  return d({"f.x", {S, B, H}, 1, true});
 }
-inline Tensor f_dy(uint64_t s, int r) {
-  return input_tensor({S, B, H}, s, "f.dy.rank" + std::to_string(r), 1, true);
+inline Tensor f_dy(const InputDraw& d, int r) {
+  return d.of_rank({"f.dy", {S, B, H}, 1, true}, r);
 }
-inline Tensor g_partial(uint64_t s, int r) {
-  return input_tensor({S, B, H}, s, "g.partial.rank" + std::to_string(r), 1, true);
+inline Tensor g_partial(const InputDraw& d, int r) {
+  return d.of_rank({"g.partial", {S, B, H}, 1, true}, r);
 }
-inline Tensor g_dz(uint64_t s) {
-  return input_tensor({S, B, H}, s, "g.dz", 1, true);
+inline Tensor g_dz(const InputDraw& d) {
+  return d({"g.dz", {S, B, H}, 1, true});
 }
 
 }  // namespace tpsp::checkers::lab01

@@ -22,8 +22,8 @@ using tensor_parallel::RowParallelLinear;
 RankOutputs run_f_g(RunContext& ctx) {
   using namespace tensor_parallel;
   comm::ProcessGroup& tp = *ctx.tp;
-  const Tensor x = ctx.on_device(f_x(ctx.seed)), dy = ctx.on_device(f_dy(ctx.seed, ctx.rank())),
-               p = ctx.on_device(g_partial(ctx.seed, ctx.rank())), dz = ctx.on_device(g_dz(ctx.seed));
+  const Tensor x = ctx.on_device(f_x(ctx.in)), dy = ctx.on_device(f_dy(ctx.in, ctx.rank())),
+               p = ctx.on_device(g_partial(ctx.in, ctx.rank())), dz = ctx.on_device(g_dz(ctx.in));
   RankOutputs out;
   ctx.begin_phase("f.forward");
   out["f_forward"] = guarded("f forward", {{"x", &x}}, [&] {
@@ -50,19 +50,19 @@ namespace lab01 {
 
 /// Y = X·Aᵀ + b column-parallel, then kPasses backward passes with the same dY.
 RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
-  const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = ctx.on_device(col_x(ctx.seed)), dy = ctx.on_device(col_dy(ctx.seed));
+  const int n = ctx.size();
   Tensor dw({F / n, H}, DType::f32, ctx.device), db({F / n}, DType::f32, ctx.device);
   LinearOptions opt;
   opt.gather_output = lc.gather_output;
   opt.skip_bias_add = lc.skip_bias_add;
   opt.sequence_parallel = ctx.sp;
-  ColumnParallelLinear layer(ctx.on_device(chunk(col_w(ctx.seed), 0, r, n)),
-                             ctx.on_device(chunk(col_b(ctx.seed), 0, r, n)), lc.frozen_weight ? Tensor() : dw,
-                             db, opt, "check.column");
+  ColumnParallelLinear layer(ctx.on_device(col_w(ctx.in)), ctx.on_device(col_b(ctx.in)),
+                             lc.frozen_weight ? Tensor() : dw, db, opt, "check.column");
   LinearSaved saved;
-  const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
-  const Tensor dy_in = lc.gather_output ? dy : chunk(dy, 2, r, n);
+  // Every input is asked for before the first call (the relay's answers then never wait behind the calls).
+  const Tensor x_in = ctx.on_device(col_x(ctx.in, ctx.sp));
+  const Tensor dy_in = ctx.on_device(col_dy(ctx.in, lc.gather_output));
+  const Tensor x2_in = ctx.on_device(col_x2(ctx.in, ctx.sp));
   ctx.begin_phase("forward");
   const Tensor y = guarded("ColumnParallelLinear.forward", {{"x", &x_in}},
                            [&] { return layer.forward(x_in, saved, *ctx.tp); });
@@ -74,7 +74,6 @@ RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
   // A second forward: the tensors returned before (y, dx) must not change (no reused output buffer).
   ctx.begin_phase("forward.second");
   LinearSaved saved2;
-  const Tensor x2_in = ctx.on_device(ctx.sp ? chunk(col_x2(ctx.seed), 0, r, n) : col_x2(ctx.seed));
   const Tensor y2 = layer.forward(x2_in, saved2, *ctx.tp);
   RankOutputs out{{"y", y}, {"y_second", y2}, {"dx", dx}, {"dbias", db}};
   if (!lc.frozen_weight) out["dweight"] = dw;
@@ -83,18 +82,18 @@ RankOutputs run_column(RunContext& ctx, const LinearCase& lc) {
 
 /// Y = X·Bᵀ + b row-parallel (input split on its last dim, or split by the layer), kPasses backward.
 RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
-  const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = ctx.on_device(row_x(ctx.seed)), dy = ctx.on_device(row_dy(ctx.seed));
+  const int n = ctx.size();
   Tensor dw({H, F / n}, DType::f32, ctx.device), db({H}, DType::f32, ctx.device);
   LinearOptions opt;
   opt.sequence_parallel = ctx.sp;
   opt.skip_bias_add = lc.skip_bias_add;
   opt.input_is_parallel = lc.input_is_parallel;
-  RowParallelLinear layer(ctx.on_device(chunk(row_w(ctx.seed), 1, r, n)), ctx.on_device(row_b(ctx.seed)), dw,
-                          db, opt, "check.row");
+  RowParallelLinear layer(ctx.on_device(row_w(ctx.in)), ctx.on_device(row_b(ctx.in)), dw, db, opt,
+                          "check.row");
   LinearSaved saved;
-  const Tensor x_in = lc.input_is_parallel ? chunk(x, 2, r, n) : x;
-  const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
+  const Tensor x_in = ctx.on_device(row_x(ctx.in, lc.input_is_parallel));
+  const Tensor dy_in = ctx.on_device(row_dy(ctx.in, ctx.sp));
+  const Tensor x2_in = ctx.on_device(row_x2(ctx.in, lc.input_is_parallel));
   ctx.begin_phase("forward");
   const Tensor y = guarded("RowParallelLinear.forward", {{"x", &x_in}},
                            [&] { return layer.forward(x_in, saved, *ctx.tp); });
@@ -106,25 +105,23 @@ RankOutputs run_row(RunContext& ctx, const LinearCase& lc) {
   // A second forward: the tensors returned before (y, dx) must not change (no reused output buffer).
   ctx.begin_phase("forward.second");
   LinearSaved saved2;
-  const Tensor x2_in =
-      ctx.on_device(lc.input_is_parallel ? chunk(row_x2(ctx.seed), 2, r, n) : row_x2(ctx.seed));
   const Tensor y2 = layer.forward(x2_in, saved2, *ctx.tp);
   return {{"y", y}, {"y_second", y2}, {"dx", dx}, {"dweight", dw}, {"dbias", db}};
 }
 
 RankOutputs run_row_refuses(RunContext& ctx, bool overlap) {
-  const int n = ctx.size(), r = ctx.rank();
+  const int n = ctx.size();
   Tensor dw({H, F / n}, DType::f32, ctx.device), db({H}, DType::f32, ctx.device);
   const auto layer = [&](bool input_is_parallel) {
     LinearOptions opt;
     opt.sequence_parallel = ctx.sp;
     opt.input_is_parallel = input_is_parallel;
     opt.tp_comm_overlap = overlap;
-    return RowParallelLinear(ctx.on_device(chunk(row_w(ctx.seed), 1, r, n)), ctx.on_device(row_b(ctx.seed)),
-                             dw, db, opt, "check.row");
+    return RowParallelLinear(ctx.on_device(row_w(ctx.in)), ctx.on_device(row_b(ctx.in)), dw, db, opt,
+                             "check.row");
   };
-  const Tensor wide = ctx.on_device(input_tensor({S, B, F / n + 1}, ctx.seed, "row.wide"));
-  const Tensor fits = ctx.on_device(input_tensor({S, B, F / n}, ctx.seed, "row.fits"));
+  const Tensor wide = ctx.on_device(input_tensor({S, B, F / n + 1}, ctx.in, "row.wide"));
+  const Tensor fits = ctx.on_device(input_tensor({S, B, F / n}, ctx.in, "row.fits"));
   const RowParallelLinear parallel_in = layer(true);
   ctx.begin_phase("refuse");
   RankOutputs out;
@@ -136,7 +133,7 @@ RankOutputs run_row_refuses(RunContext& ctx, bool overlap) {
                        [&] { parallel_in.forward(wide, saved, *ctx.tp); });
   if (!ctx.sp) {
     const RowParallelLinear whole_in = layer(false);
-    const Tensor whole = ctx.on_device(input_tensor({S, B, F + n}, ctx.seed, "row.whole_wide"));
+    const Tensor whole = ctx.on_device(input_tensor({S, B, F + n}, ctx.in, "row.whole_wide"));
     check_refusal(ctx, out, "whole_x_wider_than_in_features",
                   [&] { whole_in.forward(whole, saved, *ctx.tp); });
   }
@@ -145,20 +142,19 @@ RankOutputs run_row_refuses(RunContext& ctx, bool overlap) {
 
 /// The TP MLP: column (h → ffn) → GELU → row (ffn → h), kPasses backward passes.
 RankOutputs run_mlp(RunContext& ctx) {
-  const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = ctx.on_device(mlp_x(ctx.seed)), dy = ctx.on_device(mlp_dy(ctx.seed));
+  const int n = ctx.size();
   const Device d = ctx.device;
   Tensor dw1({F / n, H}, DType::f32, d), db1({F / n}, DType::f32, d), dw2({H, F / n}, DType::f32, d),
       db2({H}, DType::f32, d);
   LinearOptions opt;
   opt.sequence_parallel = ctx.sp;
-  ColumnParallelLinear fc1(ctx.on_device(chunk(mlp_w1(ctx.seed), 0, r, n)),
-                           ctx.on_device(chunk(mlp_b1(ctx.seed), 0, r, n)), dw1, db1, opt, "check.mlp.fc1");
-  RowParallelLinear fc2(ctx.on_device(chunk(mlp_w2(ctx.seed), 1, r, n)), ctx.on_device(mlp_b2(ctx.seed)), dw2,
-                        db2, opt, "check.mlp.fc2");
+  ColumnParallelLinear fc1(ctx.on_device(mlp_w1(ctx.in)), ctx.on_device(mlp_b1(ctx.in)), dw1, db1, opt,
+                           "check.mlp.fc1");
+  RowParallelLinear fc2(ctx.on_device(mlp_w2(ctx.in)), ctx.on_device(mlp_b2(ctx.in)), dw2, db2, opt,
+                        "check.mlp.fc2");
   LinearSaved s1, s2;
-  const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x;
-  const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
+  const Tensor x_in = ctx.on_device(mlp_x(ctx.in, ctx.sp));
+  const Tensor dy_in = ctx.on_device(mlp_dy(ctx.in, ctx.sp));
   ctx.begin_phase("forward");
   const Tensor h1 = fc1.forward(x_in, s1, *ctx.tp);
   const Tensor y = fc2.forward(ops::gelu_forward(h1), s2, *ctx.tp);

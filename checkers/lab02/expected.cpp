@@ -22,7 +22,7 @@ using namespace lab02;
 ExpectedOutputs expected_embedding(uint64_t seed, int tp, bool sp) {
   const TokenBatch ids = emb_ids(seed);
   const Tensor table = wte(seed, V);
-  Tensor dw = ops::embedding_backward(emb_dout(seed), ids, V);
+  Tensor dw = ops::embedding_backward(emb_dout(seed, sp), ids, V);
   ops::scale_(dw, kPasses);
   return {{"out", {ops::embedding_forward(ids, table), sp ? Placement::Shard(0) : Placement::Replicate()}},
           {"dweight",
@@ -43,7 +43,8 @@ Pattern pattern_embedding(int tp, bool sp) {
 }
 
 ExpectedOutputs expected_cross_entropy(uint64_t seed, int tp, const CECase& cc) {
-  const Tensor logits = ce_logits(seed, V, cc.scale);
+  // The real vocabulary's columns of the logits the ranks hold (padded for tp).
+  const Tensor logits = ce_logits(seed, padded_to(V, tp), cc.scale, 0).narrow_copy(1, 0, V);
   const std::vector<int64_t> targets = ce_case_targets(seed, cc);
   const ops::CrossEntropyOut res = ops::cross_entropy_forward(logits, targets, cc.alpha);
   const Tensor dlogits = ops::cross_entropy_backward(logits, targets, kDLoss, cc.alpha);
@@ -104,14 +105,14 @@ Tensor mp_draws(uint64_t seed, int tp, uint64_t offset) {
 }
 
 ExpectedOutputs expected_rng(uint64_t check_seed, int tp, bool) {
-  const uint64_t seed = tracker_seed(check_seed);
+  const uint64_t seed = tracker_seed(model_seed_of(check_seed));
   return {{"default_before_fork", {draws(seed, 0)}},
           {"model_parallel_in_fork", {mp_draws(seed, tp, 0), Placement::Shard(0)}},
           {"default_after_fork", {draws(seed, kDraw)}}};
 }
 
 ExpectedOutputs expected_rng_nested(uint64_t check_seed, int tp, bool) {
-  const uint64_t seed = tracker_seed(check_seed);
+  const uint64_t seed = tracker_seed(model_seed_of(check_seed));
   return {{"mp_first", {mp_draws(seed, tp, 0), Placement::Shard(0)}},
           {"dp_inside_mp", {draws(seed, 0)}},
           {"mp_after_inner_fork", {mp_draws(seed, tp, kDraw), Placement::Shard(0)}},
@@ -120,7 +121,7 @@ ExpectedOutputs expected_rng_nested(uint64_t check_seed, int tp, bool) {
 }
 
 ExpectedOutputs expected_rng_contract(uint64_t check_seed, int tp, bool) {
-  const uint64_t seed = tracker_seed(check_seed);
+  const uint64_t seed = tracker_seed(model_seed_of(check_seed));
   std::vector<Tensor> rows;
   for (int r = 0; r < tp; ++r) {
     const uint64_t mp_seed = seed + tensor_parallel::kModelParallelSeedOffset + static_cast<uint64_t>(r);

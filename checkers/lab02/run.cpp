@@ -20,13 +20,13 @@ namespace {
 using namespace lab02;
 
 RankOutputs run_embedding(RunContext& ctx) {
-  const int n = ctx.size(), r = ctx.rank();
+  const int n = ctx.size();
   const int64_t vp = padded_to(V, n);
   Tensor dwte({vp / n, H}, DType::f32, ctx.device);
-  tensor_parallel::VocabParallelEmbedding emb(ctx.on_device(chunk(wte(ctx.seed, vp), 0, r, n)), dwte, ctx.sp,
+  tensor_parallel::VocabParallelEmbedding emb(ctx.on_device(wte(ctx.in, vp)), dwte, ctx.sp,
                                               "check.embedding");
-  const TokenBatch ids = emb_ids(ctx.seed);
-  const Tensor dout = ctx.on_device(ctx.sp ? chunk(emb_dout(ctx.seed), 0, r, n) : emb_dout(ctx.seed));
+  const TokenBatch ids = emb_ids(ctx.in);
+  const Tensor dout = ctx.on_device(emb_dout(ctx.in, ctx.sp));
   ctx.begin_phase("forward");
   const Tensor out = emb.forward(ids, *ctx.tp);
   ctx.begin_phase("backward");
@@ -41,12 +41,14 @@ RankOutputs run_embedding(RunContext& ctx) {
 RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
   ctx.run_on_host();
   const int n = ctx.size(), r = ctx.rank();
-  const Tensor logits = chunk(ce_logits(ctx.seed, padded_to(V, n), cc.scale), 1, r, n);
+  const int64_t vp = padded_to(V, n);
+  const Tensor logits = ce_logits(ctx.in, vp, cc.scale, r * (vp / n));
+  const std::vector<int64_t> targets = ce_case_targets(ctx.in, cc);
   tensor_parallel::VocabParallelCESaved saved;
   ctx.begin_phase("forward");
   const auto res = guarded("vocab_parallel_cross_entropy_forward", {{"logits", &logits}}, [&] {
-    return tensor_parallel::vocab_parallel_cross_entropy_forward(logits, ce_case_targets(ctx.seed, cc), V,
-                                                                 cc.alpha, *ctx.tp, saved, "check.ce");
+    return tensor_parallel::vocab_parallel_cross_entropy_forward(logits, targets, V, cc.alpha, *ctx.tp, saved,
+                                                                 "check.ce");
   });
   ctx.begin_phase("backward");
   const Tensor dlogits = tensor_parallel::vocab_parallel_cross_entropy_backward(saved, kDLoss, *ctx.tp);
@@ -58,22 +60,25 @@ RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
 RankOutputs run_cross_entropy_bad_inputs(RunContext& ctx) {
   ctx.run_on_host();
   const int n = ctx.size(), r = ctx.rank();
-  const Tensor whole = ce_logits(ctx.seed, padded_to(V, n), 1.f);
-  const Tensor local = chunk(whole, 1, r, n);
+  // The already-gathered logits are every rank's here by design: the scenario asks for their refusal.
+  const int64_t vp = padded_to(V, n);
+  const Tensor whole = input_tensor({S * B, vp}, ctx.in, "ce.full_vocabulary_logits");
+  const Tensor local = ce_logits(ctx.in, vp, 1.f, r * (vp / n));
   auto call = [&](const Tensor& logits, std::vector<int64_t> targets) {
     tensor_parallel::VocabParallelCESaved saved;
     tensor_parallel::vocab_parallel_cross_entropy_forward(logits, targets, V, 0.f, *ctx.tp, saved,
                                                           "check.ce");
   };
-  std::vector<int64_t> t_v = ce_targets(ctx.seed), t_neg = ce_targets(ctx.seed);
+  const std::vector<int64_t> targets = ce_targets(ctx.in);
+  std::vector<int64_t> t_v = targets, t_neg = targets;
   t_v[5] = V;
   t_neg[7] = -1;
   ctx.begin_phase("refusals");
   RankOutputs out;
-  check_accepts(ctx, out, "targets_in_range", [&] { call(local, ce_targets(ctx.seed)); });
+  check_accepts(ctx, out, "targets_in_range", [&] { call(local, targets); });
   check_refusal(ctx, out, "target_equal_to_V", [&] { call(local, t_v); });
   check_refusal(ctx, out, "target_minus_1", [&] { call(local, t_neg); });
-  if (n > 1) check_refusal(ctx, out, "full_vocabulary_logits", [&] { call(whole, ce_targets(ctx.seed)); });
+  if (n > 1) check_refusal(ctx, out, "full_vocabulary_logits", [&] { call(whole, targets); });
   return out;
 }
 
@@ -85,7 +90,7 @@ Tensor draw(const RunContext& ctx, tensor_parallel::RngStatesTracker& t) {
 /// Draws from the default stream, inside one fork of the model-parallel stream, and after it.
 RankOutputs run_rng(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
-  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
+  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.model_seed), ctx.rank());
   const Tensor before = draw(ctx, tracker);
   Tensor inside;
   {
@@ -102,7 +107,7 @@ RankOutputs run_rng(RunContext& ctx) {
 RankOutputs run_rng_nested(RunContext& ctx) {
   using tensor_parallel::kDataParallelRngName;
   tensor_parallel::RngStatesTracker tracker;
-  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed), ctx.rank());
+  tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.model_seed), ctx.rank());
   RankOutputs out;
   {
     auto mp = tracker.fork();
@@ -135,7 +140,7 @@ Tensor refused_naming(F&& fn, const std::string& value) {
 /// add() must refuse a name that exists and a seed that was already added, naming it.
 RankOutputs run_rng_refusals(RunContext& ctx) {
   tensor_parallel::RngStatesTracker tracker;
-  const uint64_t seed = tracker_seed(ctx.seed);
+  const uint64_t seed = tracker_seed(ctx.model_seed);
   tensor_parallel::model_parallel_manual_seed(tracker, seed, ctx.rank());
   const auto add_name = [&] { tracker.add(tensor_parallel::kModelParallelRngName, seed + 1000000); };
   const auto add_seed = [&] { tracker.add("another-rng", seed); };
@@ -146,7 +151,8 @@ RankOutputs run_rng_refusals(RunContext& ctx) {
           {"names_duplicate_seed", ctx.on_device(refused_naming(add_seed, std::to_string(seed)))},
           {"refuses_seed_inside_a_fork", ctx.on_device(refused([&] {
              auto guard = tracker.fork();
-             tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.seed) + 1, ctx.rank());
+             tensor_parallel::model_parallel_manual_seed(tracker, tracker_seed(ctx.model_seed) + 1,
+                                                         ctx.rank());
            }))}};
 }
 
@@ -160,7 +166,7 @@ Tensor accepted(F&& fn) {
 /// tracker unchanged, forking the state that is already current continues it, and seeding a used
 /// tracker again resets it.
 RankOutputs run_rng_contract(RunContext& ctx) {
-  const uint64_t seed = tracker_seed(ctx.seed);
+  const uint64_t seed = tracker_seed(ctx.model_seed);
   tensor_parallel::RngStatesTracker tracker;
   tensor_parallel::model_parallel_manual_seed(tracker, seed, ctx.rank());
   RankOutputs out;

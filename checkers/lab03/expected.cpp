@@ -22,14 +22,15 @@ Tensor sum_over_ranks(uint64_t seed, const std::string& name, int tp) {
 }
 
 ExpectedOutputs expected_sp_mappings(uint64_t seed, int tp, bool) {
-  const Tensor x = sp_x(seed), dz = sp_dz(seed);
-  return {{"gather_forward", {x}},
+  const Tensor x = sp_x(seed, false), dz = sp_dz(seed, false);
+  const Tensor x_shards = sp_x(seed, true), dz_shards = sp_dz(seed, true);
+  return {{"gather_forward", {x_shards}},
           {"gather_backward", {sum_over_ranks(seed, "sp.dgather", tp), Placement::Shard(0)}},
           {"gather_whole_grad_backward", {dz, Placement::Shard(0)}},
           {"reduce_scatter_forward", {sum_over_ranks(seed, "sp.partial", tp), Placement::Shard(0)}},
-          {"reduce_scatter_backward", {dz}},
+          {"reduce_scatter_backward", {dz_shards}},
           {"scatter_forward", {x, Placement::Shard(0)}},
-          {"scatter_backward", {dz}}};
+          {"scatter_backward", {dz_shards}}};
 }
 
 Pattern pattern_sp_mappings(int tp, bool) {
@@ -63,7 +64,7 @@ Pattern pattern_sp_grad_sync(int tp, bool) {
 /// Under SP rank r's row-parallel bias gradient is Σ of dY over its own tokens (rows [r·s/tp,
 /// (r+1)·s/tp) of dim 0, every b): [tp, H], row r rank r's share, accumulated over kPasses.
 Expected dbias_shares(uint64_t seed, int tp) {
-  const Tensor dy = lab01::row_dy(seed);
+  const Tensor dy = lab01::row_dy(seed, true);
   const float* d = dy.data();
   const int64_t rows = lab01::S / tp;
   std::vector<float> share(static_cast<std::size_t>(tp * lab01::H), 0.0f);

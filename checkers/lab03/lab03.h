@@ -13,20 +13,21 @@ namespace tpsp::checkers::lab03 {
 constexpr int64_t S = 12, B = 2, H = 24;
 constexpr uint64_t kSbh = S * B * H * 4;
 
-/// Rank r's own integer [s, b, h] tensor named `name`.
-inline Tensor rank_input(uint64_t seed, const std::string& name, int r) {
-  return input_tensor({S, B, H}, seed, name + ".rank" + std::to_string(r), 1, true);
+/// Rank r's own integer [s, b, h] tensor named `name` (checkers/inputs.h: no other rank gets it).
+inline Tensor rank_input(const InputDraw& d, const std::string& name, int r) {
+  return d.of_rank({name, {S, B, H}, 1, true}, r);
 }
-/// The replicated input x and the replicated output gradient dz, whole [s, b, h].
-inline Tensor sp_x(uint64_t seed) {
-  return input_tensor({S, B, H}, seed, "sp.x", 1, true);
+/// The input x and the output gradient dz, integer [s, b, h]: replicated (every rank's, whole), or
+/// sequence-parallel (`sharded`: a rank holds its s/tp rows; the grader gets the whole it comes from).
+inline Tensor sp_x(const InputDraw& d, bool sharded) {
+  return (sharded ? d.split(0) : d)({"sp.x", {S, B, H}, 1, true});
 }
-inline Tensor sp_dz(uint64_t seed) {
-  return input_tensor({S, B, H}, seed, "sp.dz", 1, true);
+inline Tensor sp_dz(const InputDraw& d, bool sharded) {
+  return (sharded ? d.split(0) : d)({"sp.dz", {S, B, H}, 1, true});
 }
-/// Rank r's partial gradient [h] of "gamma", "beta" or "bias" in the gradient-reduction scenario.
-inline Tensor sync_grad(uint64_t seed, const std::string& which, int r) {
-  return input_tensor({H}, seed, "sync." + which + ".rank" + std::to_string(r), 1, true);
+/// Rank r's own partial gradient [h] of "gamma", "beta" or "bias" in the gradient-reduction scenario.
+inline Tensor sync_grad(const InputDraw& d, const std::string& which, int r) {
+  return d.of_rank({"sync." + which, {H}, 1, true}, r);
 }
 
 /// The linear layers' SP paths (layers_sp.cpp), run as lab01's variants are with SP on; listed once for

@@ -18,12 +18,12 @@ using namespace lab03;
 /// Each SP pair on integer tensors, each forward and each backward in its own phase.
 RankOutputs run_sp_mappings(RunContext& ctx) {
   using namespace tensor_parallel;
-  const int n = ctx.size(), r = ctx.rank();
+  const int r = ctx.rank();
   comm::ProcessGroup& tp = *ctx.tp;
-  const Tensor x = ctx.on_device(sp_x(ctx.seed)), dz = ctx.on_device(sp_dz(ctx.seed));
-  const Tensor x_shard = chunk(x, 0, r, n), dz_shard = chunk(dz, 0, r, n);
-  const Tensor dgather = ctx.on_device(rank_input(ctx.seed, "sp.dgather", r)),
-               partial = ctx.on_device(rank_input(ctx.seed, "sp.partial", r));
+  const Tensor x = ctx.on_device(sp_x(ctx.in, false)), dz = ctx.on_device(sp_dz(ctx.in, false));
+  const Tensor x_shard = ctx.on_device(sp_x(ctx.in, true)), dz_shard = ctx.on_device(sp_dz(ctx.in, true));
+  const Tensor dgather = ctx.on_device(rank_input(ctx.in, "sp.dgather", r)),
+               partial = ctx.on_device(rank_input(ctx.in, "sp.partial", r));
   RankOutputs out;
   auto phase = [&](const char* name, const char* call, const Tensor& in, auto&& fn) {
     ctx.begin_phase(name);
@@ -58,9 +58,9 @@ RankOutputs run_sp_mappings(RunContext& ctx) {
 /// reduction every rank must hold their sum.
 RankOutputs run_sp_grad_sync(RunContext& ctx) {
   const int r = ctx.rank();
-  Tensor gamma = ctx.on_device(sync_grad(ctx.seed, "gamma", r)),
-         beta = ctx.on_device(sync_grad(ctx.seed, "beta", r)),
-         bias = ctx.on_device(sync_grad(ctx.seed, "bias", r));
+  Tensor gamma = ctx.on_device(sync_grad(ctx.in, "gamma", r)),
+         beta = ctx.on_device(sync_grad(ctx.in, "beta", r)),
+         bias = ctx.on_device(sync_grad(ctx.in, "bias", r));
   ctx.begin_phase("grad_sync");
   model::allreduce_sequence_parallel_grads({&gamma, &beta, &bias}, *ctx.tp);
   return {{"layernorm.dgamma", gamma}, {"layernorm.dbeta", beta}, {"row_bias.dbias", bias}};
@@ -78,8 +78,8 @@ RankOutputs with_dbias_share(RankOutputs out) {
 /// reduce-scattered to tp sequence chunks.
 RankOutputs run_sp_refuses(RunContext& ctx) {
   using namespace tensor_parallel;
-  const Tensor x = ctx.on_device(input_tensor({2 * ctx.size() + 1, B, H}, ctx.seed, "sp.uneven", 1, true));
-  const Tensor even = ctx.on_device(input_tensor({2 * ctx.size(), B, H}, ctx.seed, "sp.even", 1, true));
+  const Tensor x = ctx.on_device(input_tensor({2 * ctx.size() + 1, B, H}, ctx.in, "sp.uneven", 1, true));
+  const Tensor even = ctx.on_device(input_tensor({2 * ctx.size(), B, H}, ctx.in, "sp.even", 1, true));
   ctx.begin_phase("refuse");
   RankOutputs out;
   check_accepts(ctx, out, "scatter_of_2tp_rows",

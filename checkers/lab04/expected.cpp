@@ -53,10 +53,11 @@ void ring_rules(std::vector<HideRule>& rules, const std::string& phase, const st
 // The layer, then the same weights frozen (no dweight) with skip_bias_add, and without SP with
 // gather_output (layers in phases "frozen.*" and "gather_output.*").
 ExpectedOutputs expected_column(uint64_t s, int, bool sp) {
-  const Tensor x = exact({S, B, IN}, s, "col.x"), w = exact({OUT, IN}, s, "col.w");
-  const Tensor dy = exact({S, B, OUT}, s, "col.dy");
-  const Dense d =
-      dense(x, w, exact({OUT}, s, "col.b"), dy, exact({OUT, IN}, s, "col.dw0"), exact({OUT}, s, "col.db0"));
+  const InputDraw whole(s), rows = whole.split(0);  // as the ranks hold them (run.cpp)
+  const Tensor x = exact({S, B, IN}, sp ? rows : whole, "col.x"), w = exact({OUT, IN}, rows, "col.w");
+  const Tensor b = exact({OUT}, rows, "col.b"), dw0 = exact({OUT, IN}, rows, "col.dw0"),
+               db0 = exact({OUT}, rows, "col.db0");
+  const Dense d = dense(x, w, b, exact({S, B, OUT}, whole.split(2), "col.dy"), dw0, db0);
   const Placement dx_placement = sp ? Placement::Shard(0) : Placement::Replicate();
   Expected y{d.y, Placement::Shard(2)};
   y.meaning =
@@ -70,11 +71,12 @@ ExpectedOutputs expected_column(uint64_t s, int, bool sp) {
                       {"frozen.y", {ops::matmul_forward(x, w), Placement::Shard(2)}},
                       {"frozen.dx", {d.dx, dx_placement}},
                       {"frozen.dbias", {d.db, Placement::Shard(0)}}};
-  if (!sp) {
-    out.insert({{"gather_output.y", {d.y, Placement::Replicate()}},
-                {"gather_output.dx", {d.dx, Placement::Replicate()}},
-                {"gather_output.dweight", {d.dw, Placement::Shard(0)}},
-                {"gather_output.dbias", {d.db, Placement::Shard(0)}}});
+  if (!sp) {  // the gathered output's dY is every rank's, whole
+    const Dense g = dense(x, w, b, exact({S, B, OUT}, whole, "col.dy"), dw0, db0);
+    out.insert({{"gather_output.y", {g.y, Placement::Replicate()}},
+                {"gather_output.dx", {g.dx, Placement::Replicate()}},
+                {"gather_output.dweight", {g.dw, Placement::Shard(0)}},
+                {"gather_output.dbias", {g.db, Placement::Shard(0)}}});
   }
   return out;
 }
@@ -128,19 +130,23 @@ std::vector<HideRule> column_scenario_rules(bool sp) {
 // The layer, then without SP the same weights with input_is_parallel=false and skip_bias_add
 // (phases "input_not_parallel.*").
 ExpectedOutputs expected_row(uint64_t s, int, bool sp) {
-  const Tensor x = exact({S, B, OUT}, s, "row.x"), w = exact({IN, OUT}, s, "row.w");
-  const Dense d = dense(x, w, exact({IN}, s, "row.b"), exact({S, B, IN}, s, "row.dy"),
-                        exact({IN, OUT}, s, "row.dw0"), Tensor::zeros({IN}));
+  const InputDraw whole(s), cols = whole.split(1);  // as the ranks hold them (run.cpp)
+  const Tensor w = exact({IN, OUT}, cols, "row.w"), b = exact({IN}, whole, "row.b"),
+               dy = exact({S, B, IN}, sp ? whole.split(0) : whole, "row.dy"),
+               dw0 = exact({IN, OUT}, cols, "row.dw0");
+  const Dense d = dense(exact({S, B, OUT}, whole.split(2), "row.x"), w, b, dy, dw0, Tensor::zeros({IN}));
   // Under SP each rank's bias gradient covers its own tokens (summed over TP afterwards).
   ExpectedOutputs out{{"y", {d.y, sp ? Placement::Shard(0) : Placement::Replicate()}},
                       {"dx", {d.dx, Placement::Shard(2)}},
                       {"dweight", {d.dw, Placement::Shard(1)}},
                       {"dbias", {d.db, sp ? Placement::Partial() : Placement::Replicate()}}};
-  if (!sp) {
+  if (!sp) {  // the layer splits a replicated x itself: x is every rank's, whole
+    const Tensor x = exact({S, B, OUT}, whole, "row.x");
+    const Dense g = dense(x, w, b, dy, dw0, Tensor::zeros({IN}));
     out.insert({{"input_not_parallel.y", {ops::matmul_forward(x, w), Placement::Replicate()}},
-                {"input_not_parallel.dx", {d.dx, Placement::Replicate()}},
-                {"input_not_parallel.dweight", {d.dw, Placement::Shard(1)}},
-                {"input_not_parallel.dbias", {d.db, Placement::Replicate()}}});
+                {"input_not_parallel.dx", {g.dx, Placement::Replicate()}},
+                {"input_not_parallel.dweight", {g.dw, Placement::Shard(1)}},
+                {"input_not_parallel.dbias", {g.db, Placement::Replicate()}}});
   }
   return out;
 }
@@ -172,8 +178,8 @@ std::vector<HideRule> row_rules(bool sp) {
 
 // ---- fc1 → fc2 under the emulated link ------------------------------------------------------
 ExpectedOutputs expected_overlap(uint64_t s, int, bool) {
-  const Tensor x = random({OS, OB, OH}, s, "x", 1), dy = random({OS, OB, OH}, s, "dy", 1);
-  const Tensor w1 = random({OFFN, OH}, s, "w1", 0.09f), w2 = random({OH, OFFN}, s, "w2", 0.011f);
+  const Tensor x = random({OS, OB, OH}, s, 0, "x", 1), dy = random({OS, OB, OH}, s, 0, "dy", 1);
+  const Tensor w1 = random({OFFN, OH}, s, 0, "w1", 0.09f), w2 = random({OH, OFFN}, s, 1, "w2", 0.011f);
   const Tensor h = ops::matmul_forward(x, w1);
   const Dense d2 = dense(h, w2, Tensor(), dy, Tensor::zeros({OH, OFFN}), Tensor());
   const Dense d1 = dense(x, w1, Tensor(), d2.dx, Tensor::zeros({OFFN, OH}), Tensor());

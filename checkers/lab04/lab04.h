@@ -13,9 +13,10 @@ namespace tpsp::checkers::lab04 {
 // the column layer's output width), every split size divisible by tp = 1 … 4.
 constexpr int64_t S = 12, B = 2, IN = 8, OUT = 12;
 
-/// A whole integer-valued (multiples of 1/4) tensor of the layer scenarios.
-inline Tensor exact(const Shape& shape, uint64_t seed, const std::string& name) {
-  return input_tensor(shape, seed, "lab04." + name, 1, true);
+/// An integer-valued (multiples of 1/4) tensor of the layer scenarios, as `d` gives it (checkers/inputs.h:
+/// whole, or `d.split(k)`: a rank's chunk of dim k, the grader's whole of it).
+inline Tensor exact(const Shape& shape, const InputDraw& d, const std::string& name) {
+  return d({"lab04." + name, shape, 1, true});
 }
 
 // The overlap scenario: fc1 = ColumnParallelLinear [FFN, H], fc2 = RowParallelLinear [H, FFN], tp=2,
@@ -38,9 +39,11 @@ constexpr int kRepeats = 3;
 inline std::string phase_name(const char* what, int i) {
   return std::string(what) + "." + std::to_string(i);
 }
-/// A whole random tensor of the overlap scenario (N(0,1)·scale).
-inline Tensor random(const Shape& shape, uint64_t seed, const std::string& name, float scale) {
-  return input_tensor(shape, seed, "lab04.overlap." + name, scale, false);
+/// A random tensor of the overlap scenario (N(0,1)·scale), split along dim `split` (a rank's chunk; the
+/// grader's whole): every input of that scenario is sharded.
+inline Tensor random(const Shape& shape, const InputDraw& d, int split, const std::string& name,
+                     float scale) {
+  return d.split(split)({"lab04.overlap." + name, shape, scale, false});
 }
 
 // The aliasing hazard (issue #11): two stacked ColumnParallelLinear layers at tp=2 with SP, X1 as

@@ -43,15 +43,15 @@ std::pair<Tensor, Tensor> step(RunContext& ctx, Layer& layer, const std::string&
 /// Then the same weights with other options, each in its own phases: a frozen weight (no dweight
 /// buffer) with skip_bias_add, and (without SP, as Megatron) gather_output.
 RankOutputs run_column(RunContext& ctx) {
-  const int n = ctx.size(), r = ctx.rank();
-  const uint64_t s = ctx.seed;
-  const Tensor w = ctx.on_device(chunk(exact({OUT, IN}, s, "col.w"), 0, r, n)),
-               b = ctx.on_device(chunk(exact({OUT}, s, "col.b"), 0, r, n));
-  const Tensor dw0 = ctx.on_device(chunk(exact({OUT, IN}, s, "col.dw0"), 0, r, n)),
-               db0 = ctx.on_device(chunk(exact({OUT}, s, "col.db0"), 0, r, n));
-  const Tensor x = ctx.on_device(exact({S, B, IN}, s, "col.x")),
-               dy = ctx.on_device(exact({S, B, OUT}, s, "col.dy"));
-  const Tensor x_in = ctx.sp ? chunk(x, 0, r, n) : x, dy_in = chunk(dy, 2, r, n);
+  const InputDraw rows = ctx.in.split(0);
+  const Tensor w = ctx.on_device(exact({OUT, IN}, rows, "col.w")),
+               b = ctx.on_device(exact({OUT}, rows, "col.b"));
+  const Tensor dw0 = ctx.on_device(exact({OUT, IN}, rows, "col.dw0")),
+               db0 = ctx.on_device(exact({OUT}, rows, "col.db0"));
+  const Tensor x_in = ctx.on_device(exact({S, B, IN}, ctx.sp ? rows : ctx.in, "col.x")),
+               dy_in = ctx.on_device(exact({S, B, OUT}, ctx.in.split(2), "col.dy"));
+  // A gathered output's dY is every rank's, whole (x is too, without SP); asked for before the first call.
+  const Tensor dy_whole = ctx.on_device(exact({S, B, OUT}, ctx.in, "col.dy"));
   RankOutputs out;
   {
     Tensor dw = dw0.clone(), db = db0.clone();
@@ -72,7 +72,8 @@ RankOutputs run_column(RunContext& ctx) {
     LinearOptions opt = overlap_opts(false);
     opt.gather_output = true;
     ColumnParallelLinear layer(w, b, dw, db, opt, "check.column_gathered");
-    const auto [y, dx] = step(ctx, layer, "ColumnParallelLinear (gather_output)", x, dy, "gather_output.");
+    const auto [y, dx] =
+        step(ctx, layer, "ColumnParallelLinear (gather_output)", x_in, dy_whole, "gather_output.");
     out.insert({{"gather_output.y", y},
                 {"gather_output.dx", dx},
                 {"gather_output.dweight", dw},
@@ -84,19 +85,19 @@ RankOutputs run_column(RunContext& ctx) {
 /// RowParallelLinear [IN, OUT] (input split on its last dim) with bias; dbias starts at zero. Without
 /// SP also a layer that splits a replicated input itself (input_is_parallel=false) with skip_bias_add.
 RankOutputs run_row(RunContext& ctx) {
-  const int n = ctx.size(), r = ctx.rank();
-  const uint64_t s = ctx.seed;
-  const Tensor w = ctx.on_device(chunk(exact({IN, OUT}, s, "row.w"), 1, r, n)),
-               b = ctx.on_device(exact({IN}, s, "row.b"));
-  const Tensor dw0 = ctx.on_device(chunk(exact({IN, OUT}, s, "row.dw0"), 1, r, n));
-  const Tensor x = ctx.on_device(exact({S, B, OUT}, s, "row.x")),
-               dy = ctx.on_device(exact({S, B, IN}, s, "row.dy"));
-  const Tensor dy_in = ctx.sp ? chunk(dy, 0, r, n) : dy;
+  const InputDraw cols = ctx.in.split(1);
+  const Tensor w = ctx.on_device(exact({IN, OUT}, cols, "row.w")),
+               b = ctx.on_device(exact({IN}, ctx.in, "row.b"));
+  const Tensor dw0 = ctx.on_device(exact({IN, OUT}, cols, "row.dw0"));
+  const Tensor x_in = ctx.on_device(exact({S, B, OUT}, ctx.in.split(2), "row.x"));
+  const Tensor dy_in = ctx.on_device(exact({S, B, IN}, ctx.sp ? ctx.in.split(0) : ctx.in, "row.dy"));
+  // The layer that splits a replicated input itself gets x whole; asked for before the first call.
+  const Tensor x_whole = ctx.on_device(exact({S, B, OUT}, ctx.in, "row.x"));
   RankOutputs out;
   {
     Tensor dw = dw0.clone(), db({IN}, DType::f32, ctx.device);
     RowParallelLinear layer(w, b, dw, db, overlap_opts(ctx.sp), "check.row");
-    const auto [y, dx] = step(ctx, layer, "RowParallelLinear", chunk(x, 2, r, n), dy_in);
+    const auto [y, dx] = step(ctx, layer, "RowParallelLinear", x_in, dy_in);
     out.insert({{"y", y}, {"dx", dx}, {"dweight", dw}, {"dbias", db}});
   }
   if (!ctx.sp) {
@@ -105,8 +106,8 @@ RankOutputs run_row(RunContext& ctx) {
     opt.input_is_parallel = false;
     opt.skip_bias_add = true;
     RowParallelLinear layer(w, b, dw, db, opt, "check.row_scattered");
-    const auto [y, dx] =
-        step(ctx, layer, "RowParallelLinear (input_is_parallel=false)", x, dy, "input_not_parallel.");
+    const auto [y, dx] = step(ctx, layer, "RowParallelLinear (input_is_parallel=false)", x_whole, dy_in,
+                              "input_not_parallel.");
     out.insert({{"input_not_parallel.y", y},
                 {"input_not_parallel.dx", dx},
                 {"input_not_parallel.dweight", dw},
@@ -117,17 +118,16 @@ RankOutputs run_row(RunContext& ctx) {
 
 /// fc1 (column) → fc2 (row), SP, under the emulated link; the ranks start each phase together.
 RankOutputs run_overlap(RunContext& ctx) {
-  const int n = ctx.size(), r = ctx.rank();
-  const uint64_t s = ctx.seed;
+  const int n = ctx.size();
   comm::ProcessGroup& tp = *ctx.tp;
   tp.set_link(comm::LinkModel::parse(kLink));
   Tensor dw1({OFFN / n, OH}, DType::f32, ctx.device), dw2({OH, OFFN / n}, DType::f32, ctx.device);
-  ColumnParallelLinear fc1(ctx.on_device(chunk(random({OFFN, OH}, s, "w1", 0.09f), 0, r, n)), Tensor(), dw1,
-                           Tensor(), overlap_opts(true), "check.fc1");
-  RowParallelLinear fc2(ctx.on_device(chunk(random({OH, OFFN}, s, "w2", 0.011f), 1, r, n)), Tensor(), dw2,
-                        Tensor(), overlap_opts(true), "check.fc2");
-  const Tensor x = ctx.on_device(chunk(random({OS, OB, OH}, s, "x", 1), 0, r, n));
-  const Tensor dy = ctx.on_device(chunk(random({OS, OB, OH}, s, "dy", 1), 0, r, n));
+  ColumnParallelLinear fc1(ctx.on_device(random({OFFN, OH}, ctx.in, 0, "w1", 0.09f)), Tensor(), dw1, Tensor(),
+                           overlap_opts(true), "check.fc1");
+  RowParallelLinear fc2(ctx.on_device(random({OH, OFFN}, ctx.in, 1, "w2", 0.011f)), Tensor(), dw2, Tensor(),
+                        overlap_opts(true), "check.fc2");
+  const Tensor x = ctx.on_device(random({OS, OB, OH}, ctx.in, 0, "x", 1));
+  const Tensor dy = ctx.on_device(random({OS, OB, OH}, ctx.in, 0, "dy", 1));
   Tensor y, dx;
   tp.barrier({"check.start"});          // setup: both ranks start the first forward together
   for (int i = 0; i < kRepeats; ++i) {  // the gradients accumulate over the repeats
@@ -169,9 +169,9 @@ RankOutputs run_aliasing(RunContext& ctx) {
 /// any communication. x has 2·tp + 1 rows (check_refusal: the refusal and the recorder unchanged).
 RankOutputs run_ring_refuses(RunContext& ctx) {
   comm::ProcessGroup& tp = *ctx.tp;
-  const Tensor w = ctx.on_device(exact({OUT, IN}, ctx.seed, "refuse.w"));
-  const Tensor x = ctx.on_device(exact({2 * tp.size() + 1, B, IN}, ctx.seed, "refuse.x"));
-  const Tensor even = ctx.on_device(exact({2 * tp.size(), B, IN}, ctx.seed, "refuse.even"));
+  const Tensor w = ctx.on_device(exact({OUT, IN}, ctx.in, "refuse.w"));
+  const Tensor x = ctx.on_device(exact({2 * tp.size() + 1, B, IN}, ctx.in, "refuse.x"));
+  const Tensor even = ctx.on_device(exact({2 * tp.size(), B, IN}, ctx.in, "refuse.even"));
   const auto ring = [&](const Tensor& rows_in) {
     tensor_parallel::matmul_reduce_scatter(
         rows_in, [&](const Tensor& rows) { return ops::matmul_forward(rows, w); }, tp, "check.refuse");

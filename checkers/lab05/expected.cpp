@@ -83,8 +83,9 @@ ExpectedOutputs expected_layer(uint64_t seed, int tp, bool sp, bool packed) {
     reference::ParamMap params(W.begin(), W.end()), grads;
     for (const auto& [name, t] : W) grads[name] = Tensor(t.shape());
     reference::LlamaLayerActs acts;
-    const Tensor y = reference::llama_layer_forward(layer_x(seed, c, b), params, "", spec, acts);
-    const Tensor dx = reference::llama_layer_backward(layer_dy(seed, c, b), params, "", spec, acts, grads);
+    const Tensor y = reference::llama_layer_forward(layer_x(seed, c, b, sp), params, "", spec, acts);
+    const Tensor dx =
+        reference::llama_layer_backward(layer_dy(seed, c, b, sp), params, "", spec, acts, grads);
     const auto [q, k] = rotated_qk(acts.mha_qkv, c);
     const Placement rows = sp ? Placement::Shard(0) : Placement::Replicate();
     std::vector<float> positions(spec.positions.begin(), spec.positions.end());

@@ -52,23 +52,28 @@ inline model::LlamaLayerConfig config_of(const LlamaCase& c) {
           .qk_layernorm = true};
 }
 
-/// The whole UNFUSED parameters' draw: matrices N(0, 0.3²), norm weights 1 + N(0, 0.1²).
-inline Tensor whole_param(const std::string& name, const Shape& shape, uint64_t seed, const LlamaCase& c) {
+/// The whole UNFUSED parameters' draw: matrices N(0, 0.3²), norm weights 1 + N(0, 0.1²). Every rank's by
+/// design (checkers/inputs.h): the engine's shard_llama_layer cuts them (the lab's pieces decide which
+/// part a rank keeps).
+inline Tensor whole_param(const std::string& name, const Shape& shape, const InputDraw& d,
+                          const LlamaCase& c) {
   const bool norm = name.find("layernorm") != std::string::npos;
-  Tensor t = input_tensor(shape, seed, "lab05." + c.name + "." + name, norm ? 0.1f : 0.3f);
+  Tensor t = input_tensor(shape, d, "lab05." + c.name + "." + name, norm ? 0.1f : 0.3f);
   if (norm)
     for (int64_t i = 0; i < t.numel(); ++i) t.at(i) += 1.f;
   return t;
 }
-/// The layer's input x and output gradient dy, whole [s, b, h].
-inline Tensor layer_x(uint64_t seed, const LlamaCase& c, int64_t b) {
-  return input_tensor({S, b, c.heads * D}, seed, "lab05." + c.name + ".x");
+/// The layer's input x and output gradient dy [s, b, h]: whole, or split along s under SP (a rank's s/tp
+/// rows).
+inline Tensor layer_x(const InputDraw& d, const LlamaCase& c, int64_t b, bool sp) {
+  return (sp ? d.split(0) : d)({"lab05." + c.name + ".x", {S, b, c.heads * D}});
 }
-inline Tensor layer_dy(uint64_t seed, const LlamaCase& c, int64_t b) {
-  return input_tensor({S, b, c.heads * D}, seed, "lab05." + c.name + ".dy");
+inline Tensor layer_dy(const InputDraw& d, const LlamaCase& c, int64_t b, bool sp) {
+  return (sp ? d.split(0) : d)({"lab05." + c.name + ".dy", {S, b, c.heads * D}});
 }
-/// The fused fc1 [2·ffn, h] of the fc1_shard scenario, integer-valued (exact).
-inline Tensor fc1_whole(uint64_t seed, int64_t ffn) {
+/// The fused fc1 [2·ffn, h] of the fc1_shard scenario, integer-valued (exact): every rank's by design (the
+/// learner's shard_linear_fc1 cuts it).
+inline Tensor fc1_whole(const InputDraw& seed, int64_t ffn) {
   return input_tensor({2 * ffn, 8}, seed, "lab05.fc1." + std::to_string(ffn), 1, true);
 }
 
@@ -87,7 +92,7 @@ inline std::vector<std::pair<std::string, Shape>> unfused_shapes(const LlamaCase
           {"mlp.linear_up.weight", {FFN, h}},
           {"mlp.linear_fc2.weight", {h, FFN}}};
 }
-inline std::map<std::string, Tensor> whole_params(uint64_t seed, const LlamaCase& c) {
+inline std::map<std::string, Tensor> whole_params(const InputDraw& seed, const LlamaCase& c) {
   std::map<std::string, Tensor> out;
   for (const auto& [name, shape] : unfused_shapes(c)) out[name] = whole_param(name, shape, seed, c);
   return out;

@@ -24,7 +24,7 @@ RankOutputs run_fc1_shard(RunContext& ctx) {
   ctx.begin_phase("shard");
   for (const auto& [name, ffn] :
        {std::pair<std::string, int64_t>{"fc1_shard", FFN}, {"fc1_shard_narrow", 3 * ctx.size()}}) {
-    const Tensor whole = ctx.on_device(fc1_whole(ctx.seed, ffn));
+    const Tensor whole = ctx.on_device(fc1_whole(ctx.in, ffn));
     out[name] = guarded("shard_linear_fc1", {{"whole", &whole}}, [&] {
                   return model::shard_linear_fc1(whole, ctx.rank(), ctx.size());
                 }).clone();
@@ -45,10 +45,6 @@ RankOutputs run_local_heads(RunContext& ctx) {
   return out;
 }
 
-Tensor rows_of(const Tensor& t, bool sp, int r, int n) {
-  return sp ? chunk(t, 0, r, n) : t;
-}
-
 /// Forward, backward and the norm gradients' sum of one Llama layer per case of this TP size, each in
 /// its phases "<case>.forward" / ".backward" / ".finalize".
 RankOutputs run_layer(RunContext& ctx, bool packed) {
@@ -58,15 +54,15 @@ RankOutputs run_layer(RunContext& ctx, bool packed) {
   for (const LlamaCase& c : llama_cases(n)) {
     const model::LlamaLayerConfig cfg = config_of(c);
     std::map<std::string, Tensor> P, G;
-    for (const auto& [name, t] : model::shard_llama_layer(whole_params(ctx.seed, c), cfg, "", r, n)) {
+    for (const auto& [name, t] : model::shard_llama_layer(whole_params(ctx.in, c), cfg, "", r, n)) {
       P[name] = ctx.on_device(t);
       G[name] = Tensor(t.shape(), DType::f32, ctx.device);
     }
     model::LlamaLayer layer(cfg, "", P, G, n, ctx.sp);
     const model::LayerContext lctx{ctx.tp, ctx.sp, 0,        0,
                                    S,      b,      Tensor(), packed ? kPackedCu : std::vector<int64_t>{}};
-    const Tensor x = ctx.on_device(rows_of(layer_x(ctx.seed, c, b), ctx.sp, r, n)),
-                 dy = ctx.on_device(rows_of(layer_dy(ctx.seed, c, b), ctx.sp, r, n));
+    const Tensor x = ctx.on_device(layer_x(ctx.in, c, b, ctx.sp)),
+                 dy = ctx.on_device(layer_dy(ctx.in, c, b, ctx.sp));
     model::LlamaLayerSaved saved;
     ctx.begin_phase(c.name + ".forward");
     const Tensor y =
@@ -110,7 +106,7 @@ RankOutputs run_refusals(RunContext& ctx) {
   const std::string tp = "tp=" + std::to_string(n), s = "s=" + std::to_string(S);
   RankOutputs out;
   for (const int64_t ffn : uneven_ffns(n)) {
-    const Tensor uneven = ctx.on_device(fc1_whole(ctx.seed, ffn));
+    const Tensor uneven = ctx.on_device(fc1_whole(ctx.in, ffn));
     check_refusal_naming(ctx, out, "fc1_of_ffn_" + std::to_string(ffn), {"ffn=" + std::to_string(ffn), tp},
                          [&] { model::shard_linear_fc1(uneven, r, n); });
   }

@@ -11,12 +11,12 @@ ExpectedOutputs expected_layer(uint64_t seed, bool sp) {
   const reference::ParamMap params = whole_params(seed);
   reference::ParamMap grads;
   for (const auto& [name, p] : params) grads[name] = Tensor(p.shape());
-  const reference::LayerSpec spec{c.hidden, c.heads, c.ln_eps, c.dropout, seed, kIteration};
+  const reference::LayerSpec spec{c.hidden, c.heads, c.ln_eps, c.dropout, model_seed_of(seed), kIteration};
   reference::LayerActs acts;
-  const Tensor y = reference::layer_forward(layer_x(seed), params, kPrefix, spec, acts);
+  const Tensor y = reference::layer_forward(layer_x(seed, sp), params, kPrefix, spec, acts);
   Tensor dx;
   for (int pass = 0; pass < kPasses; ++pass)
-    dx = reference::layer_backward(layer_dy(seed), params, kPrefix, spec, acts, grads);
+    dx = reference::layer_backward(layer_dy(seed, sp), params, kPrefix, spec, acts, grads);
   const Placement seq = sp ? Placement::Shard(0) : Placement::Replicate();
   ExpectedOutputs out{{"y", {y, seq}}, {"dx", {dx, seq}}};
   for (const auto& [name, g] : grads) {

@@ -14,20 +14,18 @@ struct Built {
   std::map<std::string, Tensor> params, grads;
 };
 
-/// This rank's shards of layer 0's parameters (whole tensors sliced) and zeroed gradient buffers, on
-/// the scenario's device.
+/// This rank's shards of layer 0's parameters and zeroed gradient buffers, on the scenario's device.
 Built build(const RunContext& ctx) {
   Built b;
-  for (const auto& [name, whole] : whole_params(ctx.seed)) {
-    const int d = split_of(name);
-    b.params[name] = ctx.on_device(d < 0 ? whole : chunk(whole, d, ctx.rank(), ctx.size()));
+  for (const auto& [name, shard] : whole_params(ctx.in)) {
+    b.params[name] = ctx.on_device(shard);
     b.grads[name] = Tensor(b.params[name].shape(), DType::f32, ctx.device);
   }
   return b;
 }
 
 model::LayerContext layer_context(RunContext& ctx) {
-  return {ctx.tp, ctx.sp, ctx.seed, kIteration, S, B};
+  return {ctx.tp, ctx.sp, ctx.model_seed, kIteration, S, B};
 }
 
 }  // namespace
@@ -35,9 +33,7 @@ model::LayerContext layer_context(RunContext& ctx) {
 RankOutputs run_layer(RunContext& ctx) {
   Built b = build(ctx);
   model::TransformerLayer tl(config(), 0, b.params, b.grads, ctx.sp);
-  const int n = ctx.size(), r = ctx.rank();
-  const Tensor x = ctx.on_device(ctx.sp ? chunk(layer_x(ctx.seed), 0, r, n) : layer_x(ctx.seed));
-  const Tensor dy = ctx.on_device(ctx.sp ? chunk(layer_dy(ctx.seed), 0, r, n) : layer_dy(ctx.seed));
+  const Tensor x = ctx.on_device(layer_x(ctx.in, ctx.sp)), dy = ctx.on_device(layer_dy(ctx.in, ctx.sp));
   model::LayerSaved saved;
   const model::LayerContext lc = layer_context(ctx);
   ctx.begin_phase("forward");
@@ -61,8 +57,7 @@ RankOutputs run_layer(RunContext& ctx) {
 RankOutputs run_layer_memory(RunContext& ctx) {
   Built b = build(ctx);
   model::TransformerLayer tl(config(), 0, b.params, b.grads, ctx.sp);
-  const Tensor x =
-      ctx.on_device(ctx.sp ? chunk(layer_x(ctx.seed), 0, ctx.rank(), ctx.size()) : layer_x(ctx.seed));
+  const Tensor x = ctx.on_device(layer_x(ctx.in, ctx.sp));
   model::LayerSaved saved;
   ctx.begin_phase("forward");
   tl.forward(x, saved, layer_context(ctx));
@@ -74,7 +69,8 @@ RankOutputs run_layer_wrong_seq(RunContext& ctx) {
   // SP): the layer must refuse, on every rank, before computing on the wrong number of tokens.
   Built b = build(ctx);
   model::TransformerLayer tl(config(), 0, b.params, b.grads, ctx.sp);
-  const Tensor x = ctx.on_device(layer_x(ctx.seed).slice0(0, (ctx.sp ? S / ctx.size() : S) - 1).clone());
+  const Tensor x =
+      ctx.on_device(layer_x(ctx.in, ctx.sp).slice0(0, (ctx.sp ? S / ctx.size() : S) - 1).clone());
   model::LayerSaved saved;
   float refused = 0;
   ctx.begin_phase("forward");

@@ -32,11 +32,11 @@ inline GPTConfig config() {
   return c;
 }
 /// Sequence k's ids (what = "ids") or targets (what = "targets"), drawn from (seed, name).
-inline std::vector<int64_t> sequence(uint64_t seed, const std::string& what, std::size_t k) {
+inline std::vector<int64_t> sequence(const InputDraw& seed, const std::string& what, std::size_t k) {
   return input_tokens(1, seqlens()[k], gpt_step::kVocab, seed, "packed." + what + "." + std::to_string(k))
       .ids;
 }
-inline std::vector<std::vector<int64_t>> sequences(uint64_t seed, const std::string& what) {
+inline std::vector<std::vector<int64_t>> sequences(const InputDraw& seed, const std::string& what) {
   std::vector<std::vector<int64_t>> out;
   for (std::size_t k = 0; k < seqlens().size(); ++k) out.push_back(sequence(seed, what, k));
   return out;

@@ -9,9 +9,10 @@ namespace tpsp::checkers {
 
 RankOutputs run_packed_sequences(RunContext& ctx) {
   using namespace packed;
-  model::ParallelGPT gpt(config(), ctx.seed, *ctx.ps, {.sequence_parallel = ctx.sp, .device = ctx.device});
+  model::ParallelGPT gpt(config(), ctx.model_seed, *ctx.ps,
+                         {.sequence_parallel = ctx.sp, .device = ctx.device});
   const PackedBatch batch =
-      pack_sequences(sequences(ctx.seed, "ids"), sequences(ctx.seed, "targets"), ctx.sp ? ctx.size() : 1);
+      pack_sequences(sequences(ctx.in, "ids"), sequences(ctx.in, "targets"), ctx.sp ? ctx.size() : 1);
   ctx.begin_phase("forward");
   const float loss = gpt.forward_packed(batch.ids, batch.targets, batch.params, gpt_step::kIteration);
   ctx.begin_phase("backward");

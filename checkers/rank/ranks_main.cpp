@@ -29,8 +29,10 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
+#include "checkers/rank/relay_inputs.h"
 #include "checkers/rank/where.h"
 #include "checkers/run_context.h"
 #include "engine/comm/env.h"
@@ -57,6 +59,13 @@ void keep_open_until_exit(std::shared_ptr<void> group) {
   kept->push_back(std::move(group));
 }
 
+/// The seeds a rank program is given: the models' (always) and the inputs' (only without a relay: under
+/// one, the ranks ask the relay for their inputs and never see this seed; checkers/inputs.h).
+struct Seeds {
+  std::optional<uint64_t> inputs;
+  uint64_t model = 0;
+};
+
 /// Files `result` as DIR/rank<rank>/result.json; prints its message when the status is not "ok".
 void write_result(const std::string& out_dir, int rank, const json& result) {
   const std::string dir = out_dir + "/rank" + std::to_string(rank);
@@ -68,7 +77,7 @@ void write_result(const std::string& out_dir, int rank, const json& result) {
 /// Runs scenario `id` on this rank with the groups of `ps` and dumps it under OUT/rank<w>/ (see the
 /// top of this file). Returns the exit code it stands for: 0 ok, 3 todo, 1 error.
 int run_scenario(const std::string& id, const std::string& out_dir, ParallelState& ps, Device device, bool sp,
-                 uint64_t seed) {
+                 const Seeds& seeds) {
   const auto t0 = std::chrono::steady_clock::now();
   json result = {{"status", "ok"}, {"message", ""}, {"calls", json::array()}, {"compute", json::array()}};
   const int rank = ps.world().rank();
@@ -78,21 +87,29 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
     std::filesystem::create_directories(dir);
     const auto it = checkers::all_runs().find(id);
     if (it == checkers::all_runs().end()) throw std::invalid_argument("unknown scenario '" + id + "'");
+    // Under a relay the phase is also marked there, so that the witness files calls by phase itself.
+    comm::RelayBackend* relay = nullptr;  // under a device's staging layer when the run is on a device
+    for (comm::Backend* b = &ps.world().backend(); b && !relay; b = b->inner())
+      relay = dynamic_cast<comm::RelayBackend*>(b);
     checkers::RunContext ctx;
     ctx.tp = &ps.tp();
     ctx.ps = &ps;
     ctx.sp = sp;
-    ctx.seed = seed;
+    ctx.model_seed = seeds.model;
     ctx.device = device;
+    if (seeds.inputs)
+      ctx.in =
+          checkers::InputDraw(checkers::seeded_rank_source(*seeds.inputs, ps.tp().rank(), ps.tp().size()));
+    else if (relay)
+      ctx.in = checkers::InputDraw(
+          checkers::relay_rank_source(*relay, ps.tp().rank(), ps.tp().size(), ps.world().options().timeout));
+    else
+      throw std::invalid_argument("no inputs: give --seed, or run under ./check's relay (TPSP_RELAY_FD)");
     // Calls are filed under the phase in which they were ISSUED (an async call may complete later);
     // calls still pending at the end (in flight, or never waited and never completed) are listed too.
     trace::Recorder& rec = ps.world().recorder();
     rec.clear();
     std::vector<std::pair<double, std::string>> phases{{-1.0, "setup"}};
-    // Under a relay the phase is also marked there, so that the witness files calls by phase itself.
-    comm::RelayBackend* relay = nullptr;  // under a device's staging layer when the run is on a device
-    for (comm::Backend* b = &ps.world().backend(); b && !relay; b = b->inner())
-      relay = dynamic_cast<comm::RelayBackend*>(b);
     ctx.begin_phase = [&](const std::string& next) {
       if (relay) relay->mark(next, ps.world().options().timeout);
       phases.emplace_back(rec.now(), next);
@@ -156,7 +173,7 @@ int run_scenario(const std::string& id, const std::string& out_dir, ParallelStat
 
 /// Joins the world (init_from_env), runs scenario `id` on this rank and dumps it under OUT/rank<w>/;
 /// returns the exit code (0 ok, 3 todo, 1 error). A failure to join is filed as the scenario's result.
-int run_alone(const std::string& id, const std::string& out_dir, int tp_size, bool sp, uint64_t seed) {
+int run_alone(const std::string& id, const std::string& out_dir, int tp_size, bool sp, const Seeds& seeds) {
   std::shared_ptr<ParallelState> state;
   Device device = Device::cpu;
   int rank = 0;
@@ -176,7 +193,7 @@ int run_alone(const std::string& id, const std::string& out_dir, int tp_size, bo
                  {{"status", todo ? "todo" : "error"}, {"message", e.what()}, {"calls", json::array()}});
     return todo ? 3 : 1;
   }
-  return run_scenario(id, out_dir, *state, device, sp, seed);
+  return run_scenario(id, out_dir, *state, device, sp, seeds);
 }
 
 }  // namespace
@@ -188,13 +205,17 @@ int main(int argc, char** argv) {
   std::vector<std::string> sps;  // "0" or "1": per scenario, or one for all
   bool list = false;
   int tp_size = 0;
-  uint64_t seed = 0;
+  Seeds seeds;
+  std::optional<uint64_t> model_seed;
   app.add_option("--scenario", ids, "labNN/name (repeat it, with --out, to run several in turn)");
   app.add_option("--tp", tp_size, "tensor-parallel size (default: the world size)");
   app.add_option("--sp", sps,
                  "sequence parallelism, 0 or 1 (once for every scenario, or once per --scenario)")
       ->check(CLI::IsMember({"0", "1"}));
-  app.add_option("--seed", seed, "seed of the inputs");
+  app.add_option("--seed", seeds.inputs,
+                 "seed of the inputs (without it, they are asked of the relay: ./check's default)");
+  app.add_option("--model-seed", model_seed,
+                 "seed of the models the scenarios build (default: derived from --seed, as the grader does)");
   app.add_option("--out", out_dirs, "dump directory (one per --scenario, in the same order)");
   app.add_flag("--list", list, "print the scenario ids this program can run, then exit");
   std::string probe;
@@ -228,8 +249,13 @@ int main(int argc, char** argv) {
         sps.size(), ids.size());
     return 2;
   }
+  if (!seeds.inputs && !model_seed) {
+    std::fprintf(stderr, "tpsp-lab-ranks: give --seed, or --model-seed under a relay\n");
+    return 2;
+  }
+  seeds.model = model_seed ? *model_seed : checkers::model_seed_of(*seeds.inputs);
   auto sp_of = [&sps](std::size_t i) { return !sps.empty() && sps[sps.size() == 1 ? 0 : i] == "1"; };
-  if (ids.size() == 1) return run_alone(ids[0], out_dirs[0], tp_size, sp_of(0), seed);
+  if (ids.size() == 1) return run_alone(ids[0], out_dirs[0], tp_size, sp_of(0), seeds);
   // A batch: each scenario in a child forked from this process, which has run no learner code (only
   // the static initializers any fresh process runs), so every scenario starts from the state of a
   // fresh process, as when it runs alone — learner code that behaves differently on its first call
@@ -248,7 +274,7 @@ int main(int argc, char** argv) {
     if (pid < 0) return 1;
     if (pid == 0) {
       if (!sub.empty()) ::setenv("TPSP_STORE_DIR", sub.c_str(), 1);
-      std::exit(run_alone(ids[i], out_dirs[i], tp_size, sp_of(i), seed));
+      std::exit(run_alone(ids[i], out_dirs[i], tp_size, sp_of(i), seeds));
     }
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {

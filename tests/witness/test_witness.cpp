@@ -20,66 +20,16 @@
 #include "engine/comm/relay/relay_backend.h"
 #include "launch/relay_server.h"
 #include "tests/support/ranks.h"
+#include "tests/witness/relay_fixture.h"
 
 using namespace tpsp;
 using nlohmann::json;
 using testing::expect;
 using testing::expect_eq;
+using testing::RelayFixture;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// A relay serving `world` ranks in a forked child, writing its log under a fresh directory.
-struct RelayFixture {
-  std::string dir;
-  std::vector<int> rank_fds;
-  pid_t pid = -1;
-
-  explicit RelayFixture(int world) {
-    char tmpl[] = "/tmp/tpsp-witness-test.XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
-    std::vector<int> relay_fds;
-    for (int r = 0; r < world; ++r) {
-      int sv[2];
-      REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-      relay_fds.push_back(sv[0]);
-      rank_fds.push_back(sv[1]);
-    }
-    pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      for (int fd : rank_fds) ::close(fd);
-      run::serve_relay(relay_fds, dir + "/relay.jsonl");
-      std::_Exit(0);
-    }
-    for (int fd : relay_fds) ::close(fd);
-  }
-
-  /// The world group of rank `r` over the relay (run in that rank's process).
-  std::shared_ptr<comm::ProcessGroup> world(int r, int world_size, double timeout_s = 20) {
-    comm::GroupOptions o;
-    o.fingerprints = false;
-    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-    return comm::ProcessGroup::create_world(
-        comm::RelayBackend::connect_world(rank_fds[static_cast<std::size_t>(r)], r, world_size, "w",
-                                          o.timeout),
-        o);
-  }
-
-  /// Closes this process's ends, waits for the relay to end and returns its log lines.
-  std::vector<json> finish() {
-    for (int fd : rank_fds) ::close(fd);
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    std::vector<json> lines;
-    std::ifstream in(dir + "/relay.jsonl");
-    for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
-    return lines;
-  }
-
-  ~RelayFixture() { fs::remove_all(dir); }
-};
 
 Tensor iota(const Shape& shape, float base) {
   Tensor t(shape);

@@ -48,6 +48,10 @@ DENIED = [
      "installs or reaches a device's storage, ops or clock (the run's device is the grader's choice)"),
     (re.compile(r"tpsp::checkers::|tpsp::io::|write_chrome_trace"),
      "calls the rank program's own code (the scenarios, the dumps, result files)"),
+    # The relay's own requests (phase marks, scenario inputs): the scenario code's, never a lab's. The relay
+    # decides what each rank receives whatever it is asked (checkers/input_server.h); this keeps a reason.
+    (re.compile(r"tpsp::comm::RelayBackend::(mark|input|connect_world)\b"),
+     "talks to the relay past the process group (phase marks and scenario inputs are the scenario's)"),
     # The training data loader opens any path it is given and returns its bytes (found by an attack,
     # 2026-12-02: ByteDataset on a sibling run's dump, whose path /proc/self/cmdline names).
     (re.compile(r"tpsp::train::"), "reads files through the engine's data loader (a lab's code reads only tensors)"),

@@ -29,6 +29,7 @@ enum class Kind : uint8_t {
   new_group = 5,   ///< payload = key, a 0 byte, then `aux` int32 members (group ranks of `group`)
   reply = 6,       ///< status 0: payload = the result; else payload = the error's text
   mark = 7,        ///< payload = the phase the rank's scenario enters (checker code); answered at once
+  input = 8,       ///< payload = a checker input's spec (JSON, checkers/input_server.h); reply = its float32s
 };
 
 /// Status of a reply.

@@ -69,17 +69,19 @@ class RelayConnection {
   }
 
   /// Sends a request and waits for its reply (payload into out[out_bytes], which must be its size).
-  /// Returns the reply's group field.
+  /// Returns the reply's group field. A request that is not `abortable` is not failed by an abort of its
+  /// group (the scenario's own requests: its phase marks and inputs), only by the connection's end.
   uint32_t call(Frame f, const void* payload, const std::string& what, void* out, std::size_t out_bytes,
-                std::chrono::milliseconds timeout) {
-    auto w = post(f, payload, out, out_bytes);
+                std::chrono::milliseconds timeout, bool abortable = true) {
+    auto w = post(f, payload, out, out_bytes, abortable);
     return wait(f.req, w, what, timeout);
   }
 
   /// Sends a request; its reply completes the returned waiter.
-  std::shared_ptr<Waiter> post(Frame& f, const void* payload, void* out, std::size_t out_bytes) {
+  std::shared_ptr<Waiter> post(Frame& f, const void* payload, void* out, std::size_t out_bytes,
+                               bool abortable = true) {
     auto w = std::make_shared<Waiter>();
-    w->group = f.group;
+    w->group = abortable ? f.group : 0;  // relay group ids start at 1: abort_group never matches 0
     w->out = out;
     w->out_bytes = out_bytes;
     {
@@ -317,7 +319,16 @@ void RelayBackend::mark(const std::string& phase, std::chrono::milliseconds time
   f.kind = Kind::mark;
   f.group = group_;
   f.bytes = phase.size();
-  conn_->call(f, phase.data(), "relay mark of phase " + phase, nullptr, 0, timeout);
+  conn_->call(f, phase.data(), "relay mark of phase " + phase, nullptr, 0, timeout, false);
+}
+
+void RelayBackend::input(const std::string& spec, void* out, std::size_t out_bytes,
+                         std::chrono::milliseconds timeout) {
+  Frame f;
+  f.kind = Kind::input;
+  f.group = group_;
+  f.bytes = spec.size();
+  conn_->call(f, spec.data(), "relay input " + spec, out, out_bytes, timeout, false);
 }
 
 void RelayBackend::abort() noexcept {

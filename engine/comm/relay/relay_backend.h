@@ -51,6 +51,11 @@ class RelayBackend final : public Backend {
   /// the witness files each later call under it (ranks_main.cpp's begin_phase). Waits for the relay's
   /// acknowledgement: every call issued before it returns was sent before the mark. Throws like a call.
   void mark(const std::string& phase, std::chrono::milliseconds timeout);
+  /// Asks the relay for a checker scenario's input (checkers/input_server.h: the relay draws it and
+  /// decides which part this rank may have) and copies its `out_bytes` bytes of float32 into `out`.
+  /// `spec` is the request's JSON. Throws CommError with the relay's words when it refuses the request
+  /// and when the reply is not `out_bytes` long, CommTimeoutError past `timeout`.
+  void input(const std::string& spec, void* out, std::size_t out_bytes, std::chrono::milliseconds timeout);
 
  private:
   RelayBackend(std::shared_ptr<RelayConnection> conn, uint32_t group, int rank, int size);

@@ -319,6 +319,22 @@ def attack_outside_the_lab_functions(b):
         b.add(name, files, {"lab01": "build_error"}, why, without_symbol_rule={"lab01": "fail"})
 
 
+def attack_rebuild_inputs(b):
+    """(w) The issue's attack 1 whole: g's forward reads the rank program's command line, rebuilds every
+    rank's partial from the seed it finds there with the engine's own generator, returns their sum and makes
+    an honest all-reduce of zeros for the witness (checkers/mutants/lab01/g_rebuilds_partials_from_the_seed;
+    its control, ctest checkers/private_inputs_control_seed_holding_ranks, passes f_g where the ranks hold
+    the seed). Refused at build (it reads a file); without the rule the ranks hold no seed of the inputs, only
+    the models', and f_g fails."""
+    spec = json.loads((b.repo / "checkers/mutants/lab01/g_rebuilds_partials_from_the_seed.json").read_text())
+    files = apply_edits({LAB01_MAPPINGS: b.solution[LAB01_MAPPINGS]}, spec["edits"], "attack (w)")
+    b.add("attack-rebuild-inputs", files, {"lab01": "build_error"},
+          "(w) every rank's partial rebuilt from the seed on the command line, an all-reduce of zeros for the "
+          "witness: refused at build (a file read); without the rule no rank holds the inputs' seed (the relay "
+          "gives each rank its own part) and f_g fails",
+          without_symbol_rule={"lab01": "fail", "scenarios": {"lab01/f_g": "fail"}})
+
+
 FAULTS = {
     "fault-fork-bomb": ("lab01", LAB01_MAPPINGS, "fault_fork_bomb.cpp.in",
                         "a fork bomb in a static initializer of lab01 (@FORK_LIMIT@ forks across the ranks, then the solution)"),
@@ -369,6 +385,7 @@ def build_class(repo, size, bounded):
     attack_read_tp1_dumps(b)
     attack_claim_placement(b)
     attack_outside_the_lab_functions(b)
+    attack_rebuild_inputs(b)
     # small (CI): every attack, and the faults that end fast (the hang costs its task's time limit, the
     # output flood a few seconds per run)
     for name in FAULTS if size == "full" else ("fault-memory-hog", "fault-fork-bomb"):

@@ -1,0 +1,146 @@
+// Private inputs (issue 28): under the relay a rank gets only what the scenario gives it. The input server
+// (checkers/input_server.h) is asked directly as any rank would ask it (well-formed or not), and through a
+// relay by ranks holding RelayBackend: each receives its own chunk and its own of_rank tensor, wholes are
+// the same for all, and a request for another rank's data either cannot be written or cuts the rank off.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "checkers/input_server.h"
+#include "checkers/inputs.h"
+#include "checkers/rank/relay_inputs.h"
+#include "engine/comm/comm_error.h"
+#include "tests/support/ranks.h"
+#include "tests/witness/relay_fixture.h"
+
+using namespace tpsp;
+using namespace tpsp::checkers;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kSeed = 20261207;
+
+run::InputAnswer ask(const run::InputServer& server, int rank, const json& spec) {
+  return server({0, rank, spec.dump()});
+}
+
+Tensor as_tensor(const std::string& bytes, const Shape& shape) {
+  Tensor t(shape);
+  REQUIRE(bytes.size() == static_cast<std::size_t>(t.numel()) * sizeof(float));
+  std::memcpy(t.data(), bytes.data(), bytes.size());
+  return t;
+}
+
+bool same(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (a.at(i) != b.at(i)) return false;
+  return true;
+}
+
+const json kW = {{"name", "t.w"}, {"shape", {8, 6}}, {"scale", 0.5}, {"exact", false}};
+
+}  // namespace
+
+TEST_CASE("input server: a rank's chunk and own tensor are decided by its world rank, never by the request") {
+  const run::InputServer server = input_server(kSeed, 2);  // world 4 = dp 2 × tp 2
+  const InputSpec w{"t.w", {8, 6}, 0.5f};
+  const Tensor whole_split = draw_input(w, Share::split, 1, 0, kSeed);
+  for (int rank = 0; rank < 4; ++rank) {
+    json split = kW;
+    split["share"] = "split";
+    split["dim"] = 1;
+    const run::InputAnswer a = ask(server, rank, split);
+    REQUIRE(a.violation.empty());
+    CHECK(same(as_tensor(a.bytes, {8, 3}), chunk(whole_split, 1, rank % 2, 2)));
+    json own = kW;
+    own["share"] = "of_rank";
+    const run::InputAnswer o = ask(server, rank, own);
+    CHECK(same(as_tensor(o.bytes, {8, 6}), draw_input(w, Share::of_rank, 0, rank % 2, kSeed)));
+    json whole = kW;
+    whole["share"] = "whole";
+    CHECK(same(as_tensor(ask(server, rank, whole).bytes, {8, 6}), draw_input(w, Share::whole, 0, 0, kSeed)));
+  }
+  // The three ways of sharing draw three different tensors: no whole request returns a split one's whole.
+  CHECK_FALSE(same(draw_input(w, Share::whole, 0, 0, kSeed), whole_split));
+  CHECK_FALSE(same(draw_input(w, Share::split, 0, 0, kSeed), whole_split));
+  CHECK_FALSE(same(draw_input(w, Share::of_rank, 0, 1, kSeed), draw_input(w, Share::whole, 0, 0, kSeed)));
+}
+
+TEST_CASE("input server: a request for another rank's tensor by its drawn name is a violation") {
+  const run::InputServer server = input_server(kSeed, 2);
+  for (const char* name : {"g.partial.rank1", "x.rank0", "a/split0", "", "check.x y"}) {
+    const run::InputAnswer a = ask(server, 0, {{"name", name}, {"shape", {4}}, {"share", "whole"}});
+    CHECK_MESSAGE(!a.violation.empty(), name);
+    CHECK(a.bytes.empty());
+  }
+  // Names that merely contain ".rank" are inputs like any other.
+  CHECK(ask(server, 0, {{"name", "x.rank1.bias"}, {"shape", {4}}, {"share", "whole"}}).violation.empty());
+}
+
+TEST_CASE("input server: malformed requests are violations, a split the layout cannot make is an error") {
+  const run::InputServer server = input_server(kSeed, 2);
+  const auto violation = [&](const std::string& text) { return server({0, 1, text}).violation; };
+  CHECK(violation("not json").find("not {") != std::string::npos);
+  CHECK(!violation(R"({"name": "x", "shape": [], "share": "whole"})").empty());
+  CHECK(!violation(R"({"name": "x", "shape": [1, 1, 1, 1, 1], "share": "whole"})").empty());
+  CHECK(!violation(R"({"name": "x", "shape": [4096, 8192], "share": "whole"})").empty());  // over 2^24
+  CHECK(!violation(R"({"name": "x", "shape": [-4], "share": "whole"})").empty());
+  CHECK(!violation(R"({"name": "x", "shape": [4], "share": "all"})").empty());
+  CHECK(!violation(R"({"name": "x", "shape": [4], "share": "split", "dim": 1})").empty());
+  CHECK(!violation(R"({"name": "x", "shape": [4], "share": "whole", "scale": "big"})").empty());
+  CHECK(!violation(R"({"name": "x", "shape": [4], "share": "whole", "dim": 1e40})").empty());
+  const run::InputAnswer odd =
+      server({0, 1, R"({"name": "x", "shape": [3, 2], "share": "split", "dim": 0})"});
+  CHECK(odd.violation.empty());
+  CHECK(odd.error == "input 'x': dim 0 of size 3 is not divisible by tp=2");
+}
+
+TEST_CASE("model_seed_of: a function of the seed that is not the seed") {
+  CHECK(model_seed_of(kSeed) == model_seed_of(kSeed));
+  CHECK(model_seed_of(kSeed) != kSeed);
+  CHECK(model_seed_of(kSeed) != model_seed_of(kSeed + 1));
+  CHECK(model_seed_of(0) != 0);
+}
+
+TEST_CASE("relay: ranks get their inputs through it, and a rank asking for another's is cut off") {
+  constexpr int n = 2;
+  testing::RelayFixture relay(n, input_server(kSeed, n));
+  const InputSpec p{"g.partial", {3, 4}, 1.f, true};
+  const auto results = testing::run_ranks(n, [&](int r) {
+    auto world = relay.world(r, n, 5);
+    auto& backend = dynamic_cast<comm::RelayBackend&>(world->backend());
+    const InputDraw in(relay_rank_source(backend, r, n, std::chrono::seconds(5)));
+    testing::expect(same(in.of_rank(p, r), draw_input(p, Share::of_rank, 0, r, kSeed)), "own tensor");
+    testing::expect(same(in.split(0)({"t.x", {4, 4}}),
+                         chunk(draw_input({"t.x", {4, 4}}, Share::split, 0, 0, kSeed), 0, r, n)),
+                    "own chunk");
+    bool refused = false;
+    try {
+      in.of_rank(p, 1 - r);  // the rank side refuses to ask for another rank's tensor
+    } catch (const std::invalid_argument&) {
+      refused = true;
+    }
+    testing::expect(refused, "of_rank of another rank refused on the rank's side");
+    if (r == 1) {  // asked by its drawn name, past the rank side: the relay cuts the rank off
+      bool cut = false;
+      try {
+        in({"g.partial.rank0", {3, 4}, 1.f, true});
+      } catch (const comm::CommError&) {
+        cut = true;
+      }
+      testing::expect(cut, "a request for g.partial.rank0 by name is refused");
+    }
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::summary(results));
+  int violations = 0, inputs = 0;
+  for (const json& e : relay.finish()) {
+    violations += e.contains("violation") && e["rank"] == 1;
+    inputs += e.value("kind", "") == "input";
+  }
+  CHECK(violations == 1);
+  CHECK(inputs == 5);  // 2 + 2 asked, and rank 1's forbidden one (logged before it was refused)
+}
