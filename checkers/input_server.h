@@ -4,7 +4,8 @@
 // keeps no state, so no order of requests, no new world and no group a rank makes can widen it:
 //  - whole: any rank gets the whole tensor (inputs every rank holds by design);
 //  - split along dim d: world rank w gets chunk w % tp of tp (its TP rank's: the layout's, engine/
-//    parallel_state.h), drawn under the split name, which no whole request can reach;
+//    parallel_state.h), drawn under the split name (it holds the dim and the shape), which no whole
+//    request and no request with another shape can reach;
 //  - of_rank: world rank w gets "<name>.rank<w % tp>", its own.
 // The request names the input and its shape: {"name", "shape": [..], "scale", "exact", "share": "whole" |
 // "split" | "of_rank", "dim"}. A request that breaks the protocol (not such an object, a name against

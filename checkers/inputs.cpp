@@ -12,11 +12,18 @@ namespace tpsp::checkers {
 
 namespace {
 
-/// The name an input is drawn under: each way of sharing has names of its own (see inputs.h).
+/// The name an input is drawn under: each way of sharing has names of its own (see inputs.h). A split
+/// tensor's name holds its shape too: the draw's values follow the flat index, so without it a request
+/// for the same name with a larger shape would hand a rank's chunk the whole of the smaller tensor
+/// (found by an attack, 2026-12-07: coordinate 0 asked row.w as [1, H·F·tp]).
 std::string drawn_name(const InputSpec& spec, Share share, int dim, int rank) {
   switch (share) {
-    case Share::split:
-      return "check." + spec.name + "/split" + std::to_string(dim);
+    case Share::split: {
+      std::string name = "check." + spec.name + "/split" + std::to_string(dim) + "/";
+      for (std::size_t i = 0; i < spec.shape.size(); ++i)
+        name += (i ? "x" : "") + std::to_string(spec.shape[i]);
+      return name;
+    }
     case Share::of_rank:
       return "check." + spec.name + ".rank" + std::to_string(rank);
     default:

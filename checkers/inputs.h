@@ -4,8 +4,9 @@
 // which part of each one the rank may have:
 //  - whole: a tensor every rank holds by design (a replicated input, a bias that is not split);
 //  - split(d): rank r of the TP group gets only chunk r of the tp chunks along dim d (a weight's shard,
-//    a sequence-parallel slice), drawn under a name of its own ("<name>/split<d>"), so that no request
-//    for a whole tensor can return the whole of one that the ranks hold split;
+//    a sequence-parallel slice), drawn under a name of its own ("<name>/split<d>/<shape>"), so that no
+//    request for a whole tensor, nor one for the same name with another shape, can return the whole of
+//    one that the ranks hold split;
 //  - of_rank: a tensor per rank ("<name>.rank<r>", a partial sum) that only rank r gets.
 // Under ./check's relay (and ./grade's witness) the ranks never see the seed: they ask the relay, which
 // draws each input and cuts out the part the asking rank may have (checkers/input_server.h). Then an

@@ -24,8 +24,7 @@ inline uint64_t tracker_seed(uint64_t seed) {
 }
 
 /// The word-embedding table padded to `rows` (>= V) rows, split by rows (checkers/inputs.h: the grader
-/// gets it whole, a rank its rows). Its element (i, j) does not depend on `rows` (drawn at a fixed row
-/// stride of 64 columns): the padded table of every tp shares its first V rows.
+/// gets it whole, a rank its rows); drawn [rows, 64] and cut to h columns.
 inline Tensor wte(const InputDraw& d, int64_t rows) {
   return d.split(0)({"emb.wte", {rows, 64}}).narrow_copy(1, 0, H);
 }

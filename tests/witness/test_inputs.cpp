@@ -144,3 +144,24 @@ TEST_CASE("relay: ranks get their inputs through it, and a rank asking for anoth
   CHECK(violations == 1);
   CHECK(inputs == 5);  // 2 + 2 asked, and rank 1's forbidden one (logged before it was refused)
 }
+
+TEST_CASE(
+    "input server: asking a split tensor with a larger shape draws another tensor (attack, 2026-12-07)") {
+  // The draw's values follow the flat index: were the split name blind to the shape, coordinate 0 asking
+  // row.w as [1, 8·6·2] would receive the first 48 values of the split stream, the whole [8, 6] weight.
+  const run::InputServer server = input_server(kSeed, 2);
+  const Tensor whole = draw_input({"t.w", {8, 6}, 0.5f}, Share::split, 1, 0, kSeed);
+  json wide = kW;
+  wide["shape"] = {1, 96};
+  wide["share"] = "split";
+  wide["dim"] = 1;
+  const Tensor got = as_tensor(ask(server, 0, wide).bytes, {1, 48});
+  int64_t equal = 0;
+  for (int64_t i = 0; i < 48; ++i) equal += got.at(i) == whole.at(i);
+  CHECK(equal == 0);
+  // The same shape still gives the rank exactly its chunk.
+  json same_shape = kW;
+  same_shape["share"] = "split";
+  same_shape["dim"] = 1;
+  CHECK(same(as_tensor(ask(server, 0, same_shape).bytes, {8, 3}), chunk(whole, 1, 0, 2)));
+}
