@@ -31,6 +31,27 @@ std::string drawn_name(const InputSpec& spec, Share share, int dim, int rank) {
   }
 }
 
+/// The Philox key an input is drawn with. A whole tensor's is the seed itself. A split tensor's and a rank's
+/// own tensor's also hold how it is shared, its shape and (of_rank) the rank, mixed in by Philox4x32-10:
+/// the name reaches the draw only through a 64-bit FNV-1a stream id, for which a name can be crafted to
+/// collide with another; with the key apart, a colliding name still draws only what the asking rank may
+/// have (its own chunk of a tensor of that shape, its own tensor).
+uint64_t draw_key(uint64_t seed, Share share, int dim, int rank, const Shape& shape) {
+  if (share == Share::whole) return seed;
+  uint64_t key = seed;
+  const auto mix = [&key](uint64_t v, uint32_t what) {
+    const auto out =
+        random::philox4x32({static_cast<uint32_t>(v), static_cast<uint32_t>(v >> 32), what, 0x696e70u},
+                           {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)});
+    key = uint64_t{out[0]} | uint64_t{out[1]} << 32;
+  };
+  mix(share == Share::split ? 1 : 2, 0);
+  mix(static_cast<uint64_t>(share == Share::split ? dim : rank), 1);
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    mix(static_cast<uint64_t>(shape[i]), 2 + static_cast<uint32_t>(i));
+  return key;
+}
+
 /// A rank that knows the seed: draws the whole and keeps its own chunk.
 class SeededRankSource final : public InputSource {
  public:
@@ -75,7 +96,8 @@ Tensor draw_input(const InputSpec& spec, Share share, int dim, int rank, uint64_
   if (const std::string why = input_name_problem(spec.name); !why.empty())
     throw std::invalid_argument("input '" + spec.name + "': " + why);
   Tensor t(spec.shape);
-  random::init_normal(t, seed, drawn_name(spec, share, dim, rank), spec.scale);
+  random::init_normal(t, draw_key(seed, share, dim, rank, spec.shape), drawn_name(spec, share, dim, rank),
+                      spec.scale);
   if (spec.exact)
     for (int64_t i = 0; i < t.numel(); ++i)
       t.at(i) = std::fmax(-8.f, std::fmin(8.f, std::round(t.at(i) * 12.f) / 4.f));

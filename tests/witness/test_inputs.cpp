@@ -4,6 +4,7 @@
 // the same for all, and a request for another rank's data either cannot be written or cuts the rank off.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +13,7 @@
 #include "checkers/inputs.h"
 #include "checkers/rank/relay_inputs.h"
 #include "engine/comm/comm_error.h"
+#include "engine/random/init.h"
 #include "tests/support/ranks.h"
 #include "tests/witness/relay_fixture.h"
 
@@ -164,4 +166,21 @@ TEST_CASE(
   same_shape["share"] = "split";
   same_shape["dim"] = 1;
   CHECK(same(as_tensor(ask(server, 0, same_shape).bytes, {8, 3}), chunk(whole, 1, 0, 2)));
+}
+
+TEST_CASE("input draws: a name whose stream id collides with another rank's still draws other values") {
+  // A whole request is drawn with the seed as Philox key and the name's 64-bit FNV-1a as the stream: a
+  // name crafted to collide with "check.g.partial.rank1" would draw exactly this. Rank 1's own tensor and
+  // a split tensor's chunks are drawn with keys that also hold how they are shared, so it does not.
+  const InputSpec p{"g.partial", {3, 4}, 1.f, true};
+  Tensor colliding(p.shape);
+  random::init_normal(colliding, kSeed, "check.g.partial.rank1", 1.f);
+  for (int64_t i = 0; i < colliding.numel(); ++i)
+    colliding.at(i) = std::fmax(-8.f, std::fmin(8.f, std::round(colliding.at(i) * 12.f) / 4.f));
+  CHECK_FALSE(same(colliding, draw_input(p, Share::of_rank, 0, 1, kSeed)));
+  Tensor split_stream(p.shape);
+  random::init_normal(split_stream, kSeed, "check.g.partial/split0/3x4", 1.f);
+  CHECK_FALSE(same(split_stream, draw_input({"g.partial", {3, 4}}, Share::split, 0, 0, kSeed)));
+  // Every key apart: two ranks' own tensors, two dims, two shapes.
+  CHECK_FALSE(same(draw_input(p, Share::of_rank, 0, 0, kSeed), draw_input(p, Share::of_rank, 0, 1, kSeed)));
 }
