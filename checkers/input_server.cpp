@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "checkers/inputs.h"
 
@@ -13,8 +16,13 @@ namespace {
 
 using nlohmann::json;
 
-/// The largest input served, elements (64 MiB of float32, the relay's largest frame).
-constexpr int64_t kMaxElements = int64_t{1} << 24;
+/// The largest input served, elements (16 MiB of float32; the checkers' largest is 2^20): each is drawn
+/// in the relay's loop, and a rank's unread replies count toward what it may make the relay hold.
+constexpr int64_t kMaxElements = int64_t{1} << 22;
+/// The most elements a rank may have drawn for it in one world (one scenario): every draw runs in the
+/// relay's loop, in root's process, outside the rank's limits (an attack drew 4 GiB so). The largest
+/// scenario asks for about 2^21 (lab04's overlap).
+constexpr int64_t kMaxElementsPerWorld = int64_t{1} << 25;
 
 /// The request as an InputSpec and how it is shared; a non-empty return is the violation.
 std::string parse_ask(const std::string& text, InputSpec& spec, Share& share, int& dim) {
@@ -29,10 +37,10 @@ std::string parse_ask(const std::string& text, InputSpec& spec, Share& share, in
   int64_t numel = 1;
   for (const json& d : j["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > kMaxElements)
-      return "input '" + spec.name + "': each size of its shape is an integer in 1 .. 2^24";
+      return "input '" + spec.name + "': each size of its shape is an integer in 1 .. 2^22";
     spec.shape.push_back(d.get<int64_t>());
     numel *= d.get<int64_t>();
-    if (numel > kMaxElements) return "input '" + spec.name + "': over 2^24 elements";
+    if (numel > kMaxElements) return "input '" + spec.name + "': over 2^22 elements";
   }
   if ((j.contains("scale") && !j["scale"].is_number()) || (j.contains("exact") && !j["exact"].is_boolean()) ||
       (j.contains("dim") &&
@@ -53,7 +61,8 @@ std::string parse_ask(const std::string& text, InputSpec& spec, Share& share, in
 }  // namespace
 
 run::InputServer input_server(uint64_t seed, int tp) {
-  return [seed, tp](const run::InputAsk& ask) {
+  auto drawn = std::make_shared<std::map<std::pair<int, int>, int64_t>>();  // (ctx, rank) → elements
+  return [seed, tp, drawn](const run::InputAsk& ask) {
     run::InputAnswer a;
     InputSpec spec;
     Share share = Share::whole;
@@ -64,6 +73,12 @@ run::InputServer input_server(uint64_t seed, int tp) {
       a.violation = std::string("a malformed input request: ") + e.what();
     }
     if (!a.violation.empty()) return a;
+    int64_t numel = 1;
+    for (const int64_t d : spec.shape) numel *= d;
+    if ((*drawn)[{ask.ctx, ask.rank}] += numel; (*drawn)[{ask.ctx, ask.rank}] > kMaxElementsPerWorld) {
+      a.violation = "asked for over 2^25 input elements in one scenario: a flood";
+      return a;
+    }
     const int coord = ask.rank % tp;  // the asking rank's TP rank: the relay's knowledge, not the request's
     const int64_t size = share == Share::split ? spec.shape[static_cast<std::size_t>(dim)] : 0;
     if (share == Share::split && size % tp != 0) {

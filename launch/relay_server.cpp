@@ -81,10 +81,9 @@ class Relay {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (n <= 0) return close(r);
     c.in.insert(c.in.end(), buf, buf + n);
-    if (held(r) > kHeldPerRank)
-      return violation(
-          r, "it made the relay hold over 96 MiB (requests without peers, replies it does not read)");
-    while (c.open && c.in.size() >= sizeof(Frame)) {
+    // After every request too: one read can hold hundreds of requests, each of which may add a large
+    // reply (an input; found by an attack, 2026-12-07: 4 GiB held from one rank).
+    while (c.open && held(r) <= kHeldPerRank && c.in.size() >= sizeof(Frame)) {
       Frame f;
       std::memcpy(&f, c.in.data(), sizeof f);
       if (f.magic != comm::relay::kMagic || f.bytes > comm::relay::kMaxPayload)
@@ -96,6 +95,8 @@ class Relay {
       c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(sizeof f + f.bytes));
       handle(std::move(q));
     }
+    if (c.open && held(r) > kHeldPerRank)
+      violation(r, "it made the relay hold over 96 MiB (requests without peers, replies it does not read)");
   }
 
   void flush(int r) {

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

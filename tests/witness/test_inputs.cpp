@@ -13,6 +13,7 @@
 #include "checkers/inputs.h"
 #include "checkers/rank/relay_inputs.h"
 #include "engine/comm/comm_error.h"
+#include "engine/comm/relay/protocol.h"
 #include "engine/random/init.h"
 #include "tests/support/ranks.h"
 #include "tests/witness/relay_fixture.h"
@@ -89,7 +90,7 @@ TEST_CASE("input server: malformed requests are violations, a split the layout c
   CHECK(violation("not json").find("not {") != std::string::npos);
   CHECK(!violation(R"({"name": "x", "shape": [], "share": "whole"})").empty());
   CHECK(!violation(R"({"name": "x", "shape": [1, 1, 1, 1, 1], "share": "whole"})").empty());
-  CHECK(!violation(R"({"name": "x", "shape": [4096, 8192], "share": "whole"})").empty());  // over 2^24
+  CHECK(!violation(R"({"name": "x", "shape": [4096, 8192], "share": "whole"})").empty());  // over 2^22
   CHECK(!violation(R"({"name": "x", "shape": [-4], "share": "whole"})").empty());
   CHECK(!violation(R"({"name": "x", "shape": [4], "share": "all"})").empty());
   CHECK(!violation(R"({"name": "x", "shape": [4], "share": "split", "dim": 1})").empty());
@@ -148,7 +149,8 @@ TEST_CASE("relay: ranks get their inputs through it, and a rank asking for anoth
 }
 
 TEST_CASE(
-    "input server: asking a split tensor with a larger shape draws another tensor (attack, 2026-12-07)") {
+    "input server: asking a split tensor with a larger shape draws another tensor (an attack of "
+    "2026-12-07)") {
   // The draw's values follow the flat index: were the split name blind to the shape, coordinate 0 asking
   // row.w as [1, 8·6·2] would receive the first 48 values of the split stream, the whole [8, 6] weight.
   const run::InputServer server = input_server(kSeed, 2);
@@ -183,4 +185,48 @@ TEST_CASE("input draws: a name whose stream id collides with another rank's stil
   CHECK_FALSE(same(split_stream, draw_input({"g.partial", {3, 4}}, Share::split, 0, 0, kSeed)));
   // Every key apart: two ranks' own tensors, two dims, two shapes.
   CHECK_FALSE(same(draw_input(p, Share::of_rank, 0, 0, kSeed), draw_input(p, Share::of_rank, 0, 1, kSeed)));
+}
+
+TEST_CASE(
+    "relay: a rank that floods input requests without reading the replies is cut off (an attack of "
+    "2026-12-07)") {
+  // One write holds ten requests for a 16 MiB whole input (an attack made the relay draw and hold 4 GiB
+  // so): past 2^25 elements in one world the rank is cut off, whether or not it reads the replies.
+  testing::RelayFixture relay(1, input_server(kSeed, 1));
+  const int fd = relay.rank_fds[0];
+  using comm::relay::Frame;
+  using comm::relay::Kind;
+  const std::string key = "w";
+  Frame hello;
+  hello.kind = Kind::hello;
+  hello.bytes = key.size();
+  std::string out(reinterpret_cast<const char*>(&hello), sizeof hello);
+  out += key;
+  REQUIRE(::write(fd, out.data(), out.size()) == static_cast<ssize_t>(out.size()));
+  Frame reply;
+  REQUIRE(::read(fd, &reply, sizeof reply) == static_cast<ssize_t>(sizeof reply));
+  REQUIRE(reply.group != 0);
+  const std::string spec = json{{"name", "flood"}, {"shape", {1 << 22}}, {"share", "whole"}}.dump();
+  std::string flood;
+  for (int i = 0; i < 10; ++i) {
+    Frame f;
+    f.kind = Kind::input;
+    f.group = reply.group;
+    f.req = static_cast<uint64_t>(i + 2);
+    f.bytes = spec.size();
+    flood.append(reinterpret_cast<const char*>(&f), sizeof f);
+    flood += spec;
+  }
+  REQUIRE(::write(fd, flood.data(), flood.size()) == static_cast<ssize_t>(flood.size()));
+  const timeval limit{60, 0};  // a relay that never cuts the rank off fails the test instead of hanging it
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  // The relay cuts the rank off and closes its socket: reading (and dropping) what it sent ends at EOF.
+  std::vector<char> sink(1 << 20);
+  std::size_t got = 0;
+  for (ssize_t n; (n = ::read(fd, sink.data(), sink.size())) > 0;) got += static_cast<std::size_t>(n);
+  CHECK(got < (std::size_t{144} << 20));  // at most the eight replies within the limit (16 MiB each)
+  int violations = 0;
+  for (const json& e : relay.finish())
+    violations += e.contains("violation");  // past 2^25 elements, or past 96 MiB held: either cuts it off
+  CHECK(violations == 1);
 }
