@@ -353,6 +353,12 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
           fmt::format("{} raised: {}", rank_name(layout, w), results[w].value("message", "")));
   }
   if (!res.problems.empty() || !missing.empty()) {
+    // Under ./grade a rank the witness relay cut off raised because of it: say why (the record of a run
+    // that broke off is not compared; its protocol violations are).
+    if (run.witness)
+      for (const std::string& p : *run.witness)
+        if (p.find("broke the relay's protocol") != std::string::npos)
+          res.problems.push_back("witness: " + p);
     // An error on one rank is often the echo of another rank's crash, hang or skipped call: show
     // which ranks never finished and what the launcher saw.
     if (!missing.empty())
