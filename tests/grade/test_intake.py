@@ -269,6 +269,19 @@ class SymbolRuleTest(unittest.TestCase):
         for name, code in self.ATTACKS.items():
             self.assertIn(want[name], self.obj(code), name)
 
+    def test_every_spelling_of_a_binding_attribute_is_refused_in_the_source(self):
+        # A reviewer's finding (2026-12-07): these passed the source check (the object check still caught the
+        # constructor's .init_array).
+        for code in ['[[using gnu: used]] static int kept = 1;\nint twice(int x) { return 2 * x + kept; }\n',
+                     '__attribute((visibility("hidden"))) int twice(int x) { return 2 * x; }\n',
+                     '[[using gnu: constructor]] static void early() {}\nint twice(int x) { return 2 * x; }\n',
+                     '[[using gnu: section(".text.mine")]] int twice(int x) { return 2 * x; }\n',
+                     '[[__gnu__::used]] static int kept = 1;\nint twice(int x) { return 2 * x + kept; }\n']:
+            self.assertIn("an attribute that places or binds code", self.source(code), code)
+        # Attributes that bind nothing stay allowed.
+        self.assertEqual(self.source("[[nodiscard]] int twice(int x) { return 2 * x; }\n"), "")
+        self.assertEqual(self.source("[[gnu::always_inline]] inline int twice(int x) { return 2 * x; }\n"), "")
+
     def test_the_attack_round_on_the_allow_list_is_refused_in_the_source(self):
         for name, code in self.ATTACKS.items():
             self.assertRegex(self.source(code), "inline assembly|an attribute that places or binds code", name)

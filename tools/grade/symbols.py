@@ -262,7 +262,10 @@ EXPLICIT_SPECIALIZATION = re.compile(r"\btemplate\s*<\s*>")
 # attributes, explicit instantiations (a library template compiled under the file's own macros).
 SOURCE_REFUSALS = [
     (re.compile(r"\b(asm|__asm|__asm__)\b"), "inline assembly or an asm label"),
-    (re.compile(r"(__attribute__\s*\(\(|\[\[\s*(gnu|gcc)\s*::)[^;{]*\b_*(ifunc|alias|weakref|weak|section|symver|"
+    # Every spelling: __attribute__((...)) and __attribute((...)), [[gnu::...]] and [[using gnu: ...]] (the
+    # last two found passing by a reviewer, 2026-12-07).
+    (re.compile(r"(__attribute(__)?\s*\(\(|\[\[\s*(using\s+)?(gnu|gcc|__gnu__|__gcc__)\s*:)[^;{]*\b_*(ifunc|alias|weakref|"
+                r"weak|section|symver|"
                 r"constructor|destructor|init_priority|visibility|naked|used|retain)_*\b"),
      "an attribute that places or binds code (section, weak, alias, ifunc, constructor, ...)"),
     (re.compile(r"(^|[;{}])\s*(extern\s+)?template\s+(?!<)"), "an explicit instantiation (template without <...>)"),
