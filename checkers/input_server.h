@@ -9,7 +9,7 @@
 //  - of_rank: world rank w gets "<name>.rank<w % tp>", its own.
 // The request names the input and its shape: {"name", "shape": [..], "scale", "exact", "share": "whole" |
 // "split" | "of_rank", "dim"}. A request that breaks the protocol (not such an object, a name against
-// InputSpec's rule, over 2^22 elements, or past 2^25 elements asked by one rank in one world) is a violation that fails the run; one the scenario's code got
+// InputSpec's rule, over 2^22 elements, or past 2^26 elements asked by one rank in one launch) is a violation that fails the run; one the scenario's code got
 // wrong (a dim not divisible by tp) is answered with an error.
 #pragma once
 

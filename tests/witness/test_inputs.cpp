@@ -190,8 +190,8 @@ TEST_CASE("input draws: a name whose stream id collides with another rank's stil
 TEST_CASE(
     "relay: a rank that floods input requests without reading the replies is cut off (an attack of "
     "2026-12-07)") {
-  // One write holds ten requests for a 16 MiB whole input (an attack made the relay draw and hold 4 GiB
-  // so): past 2^25 elements in one world the rank is cut off, whether or not it reads the replies.
+  // One write holds twenty requests for a 16 MiB whole input (an attack made the relay draw and hold 4 GiB
+  // so): past 2^26 elements in one launch the rank is cut off, whether or not it reads the replies.
   testing::RelayFixture relay(1, input_server(kSeed, 1));
   const int fd = relay.rank_fds[0];
   using comm::relay::Frame;
@@ -208,7 +208,7 @@ TEST_CASE(
   REQUIRE(reply.group != 0);
   const std::string spec = json{{"name", "flood"}, {"shape", {1 << 22}}, {"share", "whole"}}.dump();
   std::string flood;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 20; ++i) {
     Frame f;
     f.kind = Kind::input;
     f.group = reply.group;
@@ -224,9 +224,9 @@ TEST_CASE(
   std::vector<char> sink(1 << 20);
   std::size_t got = 0;
   for (ssize_t n; (n = ::read(fd, sink.data(), sink.size())) > 0;) got += static_cast<std::size_t>(n);
-  CHECK(got < (std::size_t{144} << 20));  // at most the eight replies within the limit (16 MiB each)
+  CHECK(got < (std::size_t{272} << 20));  // at most the sixteen replies within the limit (16 MiB each)
   int violations = 0;
   for (const json& e : relay.finish())
-    violations += e.contains("violation");  // past 2^25 elements, or past 96 MiB held: either cuts it off
+    violations += e.contains("violation");  // past 2^26 elements, or past 96 MiB held: either cuts it off
   CHECK(violations == 1);
 }
