@@ -1,7 +1,11 @@
 #include "launch/relay_arithmetic.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
+
+#include "engine/comm/relay/protocol.h"
 
 namespace tpsp::run {
 
@@ -32,7 +36,56 @@ CollectiveResult to_every_rank(Bytes bytes, std::size_t n) {
   return {"", std::vector<std::shared_ptr<const Bytes>>(n, shared)};
 }
 
+/// all_to_all over split headers (comm/relay/protocol.h): each rank's pieces, checked pairwise.
+CollectiveResult all_to_all(const std::vector<const Bytes*>& in) {
+  const std::size_t n = in.size();
+  const std::size_t head = comm::relay::split_header_bytes(n);
+  std::vector<SplitHeader> h(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string error = read_header(*in[i], n, h[i]);
+    if (!error.empty()) return {fmt::format("rank {}'s split header: {}", i, error), {}};
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (h[i].send[j] != h[j].recv[i])
+        return {fmt::format("rank {} sends {} bytes to rank {}, which expects {} bytes from rank {}", i,
+                            h[i].send[j], j, h[j].recv[i], i),
+                {}};
+  CollectiveResult res;
+  for (std::size_t j = 0; j < n; ++j) {
+    Bytes out;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto from = in[i]->begin() + static_cast<std::ptrdiff_t>(head + h[i].offset[j]);
+      out.insert(out.end(), from, from + static_cast<std::ptrdiff_t>(h[i].send[j]));
+    }
+    res.out.push_back(std::make_shared<const Bytes>(std::move(out)));
+  }
+  return res;
+}
+
 }  // namespace
+
+std::string read_header(const Bytes& payload, std::size_t n, SplitHeader& h) {
+  const std::size_t head = comm::relay::split_header_bytes(n);
+  if (payload.size() < head)
+    return fmt::format("a payload of {} bytes cannot hold the {} bytes of a split header for {} ranks",
+                       payload.size(), head, n);
+  std::vector<uint64_t> v(2 * n);
+  std::memcpy(v.data(), payload.data(), head);
+  h.send.assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+  h.recv.assign(v.begin() + static_cast<std::ptrdiff_t>(n), v.end());
+  h.offset.assign(n, 0);
+  uint64_t total = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (h.send[j] > comm::relay::kMaxPayload || h.recv[j] > comm::relay::kMaxPayload)
+      return "a count larger than a frame's payload";
+    h.offset[j] = total;
+    total += h.send[j];
+  }
+  if (total != payload.size() - head)
+    return fmt::format("the counts add up to {} bytes, the payload carries {}", total, payload.size() - head);
+  return "";
+}
 
 CollectiveResult carry_collective(OpKind op, ReduceOp reduce_op, int root,
                                   const std::vector<const Bytes*>& in) {
@@ -54,18 +107,8 @@ CollectiveResult carry_collective(OpKind op, ReduceOp reduce_op, int root,
       for (const Bytes* b : in) out.insert(out.end(), b->begin(), b->end());
       return to_every_rank(std::move(out), n);
     }
-    case OpKind::all_to_all: {
-      if (bytes % n) return {"an input not divisible into one chunk per rank", {}};
-      const auto chunk = static_cast<std::ptrdiff_t>(bytes / n);
-      for (std::size_t j = 0; j < n; ++j) {
-        Bytes out;
-        for (const Bytes* b : in)
-          out.insert(out.end(), b->begin() + static_cast<std::ptrdiff_t>(j) * chunk,
-                     b->begin() + static_cast<std::ptrdiff_t>(j + 1) * chunk);
-        res.out.push_back(std::make_shared<const Bytes>(std::move(out)));
-      }
-      return res;
-    }
+    case OpKind::all_to_all:
+      return all_to_all(in);
     case OpKind::broadcast:
       if (root < 0 || root >= static_cast<int>(n)) return {"a root outside the group", {}};
       return to_every_rank(*in[static_cast<std::size_t>(root)], n);

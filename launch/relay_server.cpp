@@ -280,6 +280,13 @@ class Relay {
                  {"arg", q.f.arg}};
     line["op"] =
         q.f.kind == Kind::collective ? comm::op_name(static_cast<OpKind>(q.f.op)) : kind_name(q.f.kind);
+    if (q.f.kind == Kind::collective && q.f.op == static_cast<uint8_t>(OpKind::all_to_all)) {
+      SplitHeader h;  // the bytes it sends, and to whom (a malformed header fails the call, below)
+      if (read_header(q.payload, static_cast<std::size_t>(n), h).empty()) {
+        line["bytes"] = q.payload.size() - comm::relay::split_header_bytes(static_cast<uint64_t>(n));
+        line["send_bytes"] = h.send;
+      }
+    }
     if (!log(line)) return close(q.rank);
     if (q.f.kind == Kind::collective || q.f.kind == Kind::new_group) {
       if (const int dead = closed_member(grp); dead >= 0) return error(q, gone(dead));
@@ -422,7 +429,8 @@ class Relay {
     const std::size_t n = all.size();
     for (std::size_t i = 1; i < n; ++i) {
       const Request& b = all[i];
-      const bool same_bytes = op == OpKind::broadcast || b.f.bytes == a.f.bytes;
+      // broadcast: only the root's payload counts; all_to_all: the split headers are checked pairwise.
+      const bool same_bytes = op == OpKind::broadcast || op == OpKind::all_to_all || b.f.bytes == a.f.bytes;
       if (b.f.op != a.f.op || b.f.reduce != a.f.reduce || b.f.arg != a.f.arg || !same_bytes) {
         const std::string text =
             fmt::format("collective mismatch in group {}: rank {} called {} where rank {} called {}", g.name,

@@ -2,6 +2,7 @@
 #include "checkers/sandbox/witness_judge.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -29,10 +30,12 @@ struct Seen {
   std::string reduce;
   int arg = -1;
   std::string phase;
+  std::vector<uint64_t> send_bytes;  // all_to_all: bytes to each group rank
   bool pending = false;  // the record's call never completed (may be missing from the relay's log)
   std::string bad;       // the record contradicts itself (tensor_bytes against shape and op)
   std::string str() const {
     std::string s = fmt::format("{} of {} bytes", op, bytes);
+    if (!send_bytes.empty()) s += fmt::format(" (to each rank: {})", fmt::join(send_bytes, ", "));
     if (op == "all_reduce" || op == "reduce_scatter") s += " (" + reduce + ")";
     if (arg >= 0)
       s += (op == "broadcast" ? " from root "
@@ -44,7 +47,7 @@ struct Seen {
   bool operator==(const Seen& o) const {
     const bool reduces = op == "all_reduce" || op == "reduce_scatter";
     return op == o.op && bytes == o.bytes && (!reduces || reduce == o.reduce) && arg == o.arg &&
-           phase == o.phase;
+           send_bytes == o.send_bytes && phase == o.phase;
   }
 };
 
@@ -65,7 +68,10 @@ Seen from_record(const trace::PhasedCall& c, int group_size, int group_rank, boo
   const uint64_t n4 = static_cast<uint64_t>(std::max<int64_t>(n, 0)) * 4, n2 = n4 / 2;
   const bool p2p = r.op == OpKind::send || r.op == OpKind::recv;
   s.reduce = comm::reduce_op_name(r.reduce);
-  skip = r.op == OpKind::new_group || group_size <= 1 || (!p2p && r.op != OpKind::barrier && tb == 0);
+  // An uneven all_to_all (bytes per peer recorded) reaches the transport even when this rank sends nothing.
+  const bool moves = p2p || r.op == OpKind::barrier || tb > 0 || !r.send_bytes.empty();
+  skip = r.op == OpKind::new_group || group_size <= 1 || !moves;
+  if (r.op == OpKind::all_to_all) s.send_bytes = r.send_bytes;
   const uint64_t gs = static_cast<uint64_t>(std::max(group_size, 1));
   bool fits = tb == n4 || tb == n2;  // tensor_bytes = numel · element size
   if (r.op == OpKind::all_reduce || r.op == OpKind::reduce_scatter) {
@@ -95,6 +101,7 @@ Seen from_log(const json& e, const std::string& phase) {
   s.reduce = e.value("reduce", "sum");
   s.arg = e.value("arg", -1);
   s.phase = phase;
+  if (s.op == "all_to_all") s.send_bytes = e.value("send_bytes", std::vector<uint64_t>{});
   return s;
 }
 

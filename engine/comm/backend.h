@@ -62,6 +62,12 @@ class Backend {
                               const TransportCall& c) = 0;
   /// out chunk j [bytes] = chunk `rank` of rank j's in [size·bytes].
   virtual void all_to_all(const void* in, void* out, std::size_t bytes, const TransportCall& c) = 0;
+  /// Uneven all-to-all: send_bytes[j] bytes of `in` (in peer order, packed) go to rank j, and
+  /// recv_bytes[j] bytes from rank j land in `out` (in peer order, packed); both vectors have size()
+  /// entries, and rank i's send_bytes[j] equals rank j's recv_bytes[i] (the ProcessGroup checks it
+  /// before the call when fingerprints are on). Source: gloo::alltoallv, NCCL's grouped send/recv.
+  virtual void all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                            const std::vector<std::size_t>& recv_bytes, const TransportCall& c) = 0;
   /// In place: every rank's buf[bytes] becomes root's.
   virtual void broadcast(void* buf, std::size_t bytes, int root, const TransportCall& c) = 0;
   virtual void barrier(const TransportCall& c) = 0;

@@ -9,6 +9,7 @@
 //   all_gather      ring                                 (n-1)/n * S_out          n-1
 //   reduce_scatter  ring (engine/comm/gloo/ring.cpp)     (n-1)/n * S_in           n-1
 //   all_to_all      pairwise                             (n-1)/n * S              n-1
+//    (split sizes)  pairwise                             Σ_{j≠rank} send_j        n-1
 //   broadcast       binomial tree from root              children(rank) * S       ceil(log2 n)
 //   send            point to point                       S                        1
 //   recv            point to point                       0                        1

@@ -37,6 +37,7 @@ std::string describe(const Fingerprint& fp, bool with_shape) {
     if ((op == OpKind::all_gather || op == OpKind::reduce_scatter) && fp.arg != 0)
       s += ", dim " + std::to_string(fp.arg);
     if (op == OpKind::broadcast) s += ", root " + std::to_string(fp.arg);
+    if (op == OpKind::all_to_all && fp.arg == 1) s += " a row, split sizes";
     if ((op == OpKind::all_reduce || op == OpKind::reduce_scatter) && fp.reduce != 0)
       s += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(fp.reduce));
   } else {
@@ -67,6 +68,32 @@ void check_fingerprints(Backend& backend, const Fingerprint& mine, uint32_t tag,
                                   std::string(ref.group, strnlen(ref.group, sizeof(ref.group))) + ": " + msg +
                                   " (seen by rank " + std::to_string(backend.rank()) + ")");
   }
+}
+
+void check_split_sizes(Backend& backend, const std::vector<uint64_t>& send_bytes,
+                       const std::vector<uint64_t>& recv_bytes, uint64_t row_bytes, const std::string& what,
+                       uint32_t tag, std::chrono::milliseconds timeout) {
+  const auto n = static_cast<std::size_t>(backend.size());
+  std::vector<uint64_t> mine(send_bytes);
+  mine.insert(mine.end(), recv_bytes.begin(), recv_bytes.end());
+  std::vector<uint64_t> all(2 * n * n);
+  backend.all_gather(mine.data(), all.data(), 2 * n * sizeof(uint64_t), {tag, timeout});
+  auto rows = [&](uint64_t bytes) {
+    const uint64_t k = row_bytes == 0 ? bytes : bytes / row_bytes;
+    return std::to_string(k) + (row_bytes == 0 ? " byte" : " row") + (k == 1 ? "" : "s");
+  };
+  std::string msg;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      const uint64_t sent = all[2 * n * i + j], expected = all[2 * n * j + n + i];
+      if (sent == expected) continue;
+      msg += msg.empty() ? "" : "; ";
+      msg += "rank " + std::to_string(i) + " sends " + rows(sent) + " to rank " + std::to_string(j) +
+             ", which expects " + rows(expected) + " from rank " + std::to_string(i);
+    }
+  if (!msg.empty())
+    throw CollectiveMismatchError("split sizes disagree in " + what + ": " + msg + " (seen by rank " +
+                                  std::to_string(backend.rank()) + ")");
 }
 
 }  // namespace tpsp::comm

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "engine/comm/backend.h"
 #include "engine/comm/op.h"
@@ -46,5 +47,13 @@ std::string describe(const Fingerprint& fp, bool with_shape = false);
 /// called reduce_scatter #7 (4096 f32, group tp)". Gloo errors propagate unchanged.
 void check_fingerprints(Backend& backend, const Fingerprint& mine, uint32_t tag,
                         std::chrono::milliseconds timeout);
+
+/// After matching fingerprints of an uneven all_to_all: all-gathers every rank's bytes to and from each
+/// peer (tag `tag`) and throws CollectiveMismatchError, the same on every rank, where rank i sends j a
+/// different count than j expects from i, in rows of `row_bytes` bytes: "split sizes disagree in all_to_all
+/// #3 in group ep: rank 0 sends 5 rows to rank 1, which expects 3 rows from rank 0". `what` names the call.
+void check_split_sizes(Backend& backend, const std::vector<uint64_t>& send_bytes,
+                       const std::vector<uint64_t>& recv_bytes, uint64_t row_bytes, const std::string& what,
+                       uint32_t tag, std::chrono::milliseconds timeout);
 
 }  // namespace tpsp::comm

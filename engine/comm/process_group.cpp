@@ -75,6 +75,19 @@ uint32_t tag_of(uint64_t seq) {
   return static_cast<uint32_t>((seq % (1u << 20)) * 2);
 }
 
+/// The tag of an uneven all_to_all's split-size exchange: above the calls' 2^21 and Gloo's
+/// connected-barrier tag (2^21).
+uint32_t split_tag_of(uint64_t seq) {
+  return (1u << 22) | static_cast<uint32_t>(seq % (1u << 20));
+}
+
+/// Bytes of one row (dim 0 slice) of an all_to_all's tensor: how split sizes in bytes become rows.
+uint64_t row_bytes(const Shape& shape, DType dtype) {
+  int64_t row = 1;
+  for (std::size_t d = 1; d < shape.size(); ++d) row *= shape[d];
+  return static_cast<uint64_t>(row) * dtype_size(dtype);
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create_world(std::unique_ptr<Backend> backend,
@@ -207,6 +220,13 @@ trace::CommRecord ProcessGroup::base_record(const Call& c) const {
   r.shape = c.shape;
   r.tensor_bytes = c.tensor_bytes;
   r.bytes = wire_bytes(c.op, size_, c.tensor_bytes, rank_, c.peer);
+  r.send_bytes = c.send_bytes;
+  r.recv_bytes = c.recv_bytes;
+  if (c.uneven) {  // what leaves this rank: every peer's rows but its own
+    r.bytes = 0;
+    for (std::size_t j = 0; j < c.send_bytes.size(); ++j)
+      if (static_cast<int>(j) != rank_) r.bytes += c.send_bytes[j];
+  }
   r.t_issue = c.t_issue;
   r.label = c.label;
   r.async = c.async;
@@ -281,9 +301,17 @@ void ProcessGroup::run(const Call& c, const Body& body, const WorkPtr& work) {
   rec.t_start = recorder_->now();
   try {
     throw_if_dead(c);
-    if (c.opts.fingerprints && size_ > 1)
-      check_fingerprints(*backend_, make_fingerprint(c.op, c.seq, c.shape, c.dtype, c.arg, c.reduce, name_),
+    if (c.opts.fingerprints && size_ > 1) {
+      Shape shape = c.shape;  // an uneven all_to_all's rows differ between ranks: only a row must agree
+      if (c.uneven) shape[0] = 0;
+      check_fingerprints(*backend_, make_fingerprint(c.op, c.seq, shape, c.dtype, c.arg, c.reduce, name_),
                          tag_of(c.seq) + 1, c.opts.timeout);
+      if (c.uneven)
+        check_split_sizes(*backend_, c.send_bytes, c.recv_bytes, row_bytes(c.shape, c.dtype),
+                          "all_to_all #" + std::to_string(c.seq) +
+                              (c.label.empty() ? "" : " '" + c.label + "'") + " in group " + name_,
+                          split_tag_of(c.seq), c.opts.timeout);
+    }
     const auto payload_start = std::chrono::steady_clock::now();
     body(c);
     if (c.opts.link.enabled()) {
@@ -401,7 +429,14 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& in, int64_t dim, ReduceOp op, 
 
 Tensor ProcessGroup::all_to_all(const Tensor& in, const CallOpts& o) {
   Tensor out;
-  issue_all_to_all(in, out, o, false)->wait();
+  issue_all_to_all(in, out, {}, {}, false, o, false)->wait();
+  return out;
+}
+
+Tensor ProcessGroup::all_to_all(const Tensor& in, const std::vector<int64_t>& output_split_sizes,
+                                const std::vector<int64_t>& input_split_sizes, const CallOpts& o) {
+  Tensor out;
+  issue_all_to_all(in, out, output_split_sizes, input_split_sizes, true, o, false)->wait();
   return out;
 }
 
@@ -426,7 +461,13 @@ WorkPtr ProcessGroup::reduce_scatter_async(const Tensor& in, Tensor& out, int64_
   return issue_reduce_scatter(in, out, dim, op, o, true);
 }
 WorkPtr ProcessGroup::all_to_all_async(const Tensor& in, Tensor& out, const CallOpts& o) {
-  return issue_all_to_all(in, out, o, true);
+  return issue_all_to_all(in, out, {}, {}, false, o, true);
+}
+
+WorkPtr ProcessGroup::all_to_all_async(const Tensor& in, Tensor& out,
+                                       const std::vector<int64_t>& output_split_sizes,
+                                       const std::vector<int64_t>& input_split_sizes, const CallOpts& o) {
+  return issue_all_to_all(in, out, output_split_sizes, input_split_sizes, true, o, true);
 }
 WorkPtr ProcessGroup::broadcast_async(Tensor& t, int root, const CallOpts& o) {
   return issue_broadcast(t, root, o, true);

@@ -98,6 +98,16 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                         const CallOpts& o = {});
   /// Equal splits along dim 0: [n*k, ..] -> [n*k, ..]; output chunk j = chunk r of rank j's input.
   Tensor all_to_all(const Tensor& in, const CallOpts& o = {});
+  /// Uneven splits along dim 0 (torch.distributed.all_to_all_single with split sizes; what Megatron's
+  /// MoEAlltoAllTokenDispatcher sends tokens with): in [Σ input_split_sizes, ..] -> out
+  /// [Σ output_split_sizes, ..]. The next input_split_sizes[j] rows of `in` (in rank order) go to group
+  /// rank j; out holds, in rank order, output_split_sizes[j] rows from rank j. With fingerprints on, the
+  /// ranks exchange their split sizes first and raise CollectiveMismatchError naming both ranks and both
+  /// counts where rank i sends a different number of rows to j than j expects from i. ShapeError (before
+  /// any communication) unless both lists have one entry per rank, none is negative and
+  /// input_split_sizes add up to in.size(0).
+  Tensor all_to_all(const Tensor& in, const std::vector<int64_t>& output_split_sizes,
+                    const std::vector<int64_t>& input_split_sizes, const CallOpts& o = {});
   /// In place: every rank's t becomes root's t (root is a group rank).
   void broadcast(Tensor& t, int root, const CallOpts& o = {});
   /// Sends t to group rank dst; returns when the peer received it. Matched by the peer's recv.
@@ -117,6 +127,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr reduce_scatter_async(const Tensor& in, Tensor& out, int64_t dim = 0, ReduceOp op = ReduceOp::sum,
                                const CallOpts& o = {});
   WorkPtr all_to_all_async(const Tensor& in, Tensor& out, const CallOpts& o = {});
+  WorkPtr all_to_all_async(const Tensor& in, Tensor& out, const std::vector<int64_t>& output_split_sizes,
+                           const std::vector<int64_t>& input_split_sizes, const CallOpts& o = {});
   WorkPtr broadcast_async(Tensor& t, int root, const CallOpts& o = {});
   /// Point-to-point calls bypass the group's queue (c10d semantics): they are posted at once, so a
   /// send and a recv may be issued in either order on the two sides.
@@ -166,6 +178,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     int peer = 0;     ///< broadcast root, send dst, recv src
     ReduceOp reduce = ReduceOp::sum;
     uint64_t tensor_bytes = 0;
+    /// all_to_all: bytes to / from each group rank; `uneven` when the caller gave split sizes.
+    std::vector<uint64_t> send_bytes, recv_bytes;
+    bool uneven = false;
     std::string label;
     GroupOptions opts;
     double t_issue = 0;
@@ -213,7 +228,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   WorkPtr issue_all_gather(const Tensor& in, Tensor& out, int64_t dim, const CallOpts& o, bool async);
   WorkPtr issue_reduce_scatter(const Tensor& in, Tensor& out, int64_t dim, ReduceOp op, const CallOpts& o,
                                bool async);
-  WorkPtr issue_all_to_all(const Tensor& in, Tensor& out, const CallOpts& o, bool async);
+  /// `uneven`: the split sizes are the caller's (else equal chunks of in.size(0) / n rows).
+  WorkPtr issue_all_to_all(const Tensor& in, Tensor& out, std::vector<int64_t> output_split_sizes,
+                           std::vector<int64_t> input_split_sizes, bool uneven, const CallOpts& o,
+                           bool async);
   WorkPtr issue_broadcast(Tensor& t, int root, const CallOpts& o, bool async);
   WorkPtr issue_barrier(const CallOpts& o, bool async);
 

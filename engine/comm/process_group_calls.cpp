@@ -109,24 +109,52 @@ WorkPtr ProcessGroup::issue_reduce_scatter(const Tensor& in, Tensor& out, int64_
       {in});
 }
 
-WorkPtr ProcessGroup::issue_all_to_all(const Tensor& in, Tensor& out, const CallOpts& o, bool async) {
-  check_all_to_all(in, size_, name_, *backend_);
-  prepare_out(out, in.shape(), in.dtype(), "all_to_all", name_, in.device());
-  TPSP_CHECK(!out.shares_storage_with(in), "all_to_all in group ", name_,
-             ": output must not share storage with the input");
-  Call c = make_call(OpKind::all_to_all, &in, in.shape(), in.nbytes(), o, async);
+WorkPtr ProcessGroup::issue_all_to_all(const Tensor& in, Tensor& out, std::vector<int64_t> output_split_sizes,
+                                       std::vector<int64_t> input_split_sizes, bool uneven, const CallOpts& o,
+                                       bool async) {
   const int n = size_;
+  if (uneven) {
+    check_all_to_all_splits(in, output_split_sizes, input_split_sizes, rank_, n, name_, *backend_);
+  } else {
+    check_all_to_all(in, n, name_, *backend_);
+    input_split_sizes = output_split_sizes =
+        std::vector<int64_t>(static_cast<std::size_t>(n), in.size(0) / n);
+  }
+  Shape out_shape = in.shape();
+  out_shape[0] = 0;
+  for (int64_t rows : output_split_sizes) out_shape[0] += rows;
+  prepare_out(out, out_shape, in.dtype(), "all_to_all", name_, in.device());
+  TPSP_CHECK(in.numel() == 0 || out.numel() == 0 || !out.shares_storage_with(in), "all_to_all in group ",
+             name_, ": output must not share storage with the input");
+  Call c = make_call(OpKind::all_to_all, &in, in.shape(), in.nbytes(), o, async);
+  c.uneven = uneven;
+  c.arg = uneven ? 1 : 0;  // the fingerprint tells an uneven call from an equal one
+  // Bytes per peer: what the transport is handed (an equal call on an empty tensor moves nothing).
+  const std::size_t row = in.numel() == 0 ? 0 : in.nbytes() / static_cast<std::size_t>(in.size(0));
+  const std::size_t out_row = out.numel() == 0 ? 0 : out.nbytes() / static_cast<std::size_t>(out.size(0));
+  if (uneven || in.numel() > 0)
+    for (int j = 0; j < n; ++j) {
+      c.send_bytes.push_back(static_cast<uint64_t>(input_split_sizes[static_cast<std::size_t>(j)]) * row);
+      c.recv_bytes.push_back(static_cast<uint64_t>(output_split_sizes[static_cast<std::size_t>(j)]) *
+                             out_row);
+    }
   Tensor target = staged_output(c, out);
+  std::vector<std::size_t> send(c.send_bytes.begin(), c.send_bytes.end());
+  std::vector<std::size_t> recv(c.recv_bytes.begin(), c.recv_bytes.end());
   return enqueue(std::move(c),
-                 [this, in, out = target, n](const Call& cl) mutable {
-                   if (in.numel() == 0) return;
-                   if (n == 1) {
-                     out.copy_from(in);
+                 [this, in, out = target, n, uneven, send, recv](const Call& cl) mutable {
+                   if (n == 1) {  // the split check made both sides one count
+                     if (in.numel() > 0) out.copy_from(in);
                      return;
                    }
-                   backend_->all_to_all(in.raw_data(), out.raw_data(),
-                                        in.nbytes() / static_cast<std::size_t>(n),
-                                        transport(cl.seq, cl.opts));
+                   if (!uneven) {
+                     if (in.numel() == 0) return;  // every rank's tensor is empty (the fingerprint says so)
+                     backend_->all_to_all(in.raw_data(), out.raw_data(), send[0], transport(cl.seq, cl.opts));
+                     return;
+                   }
+                   // Uneven: a rank that sends nothing may still receive, so every rank calls the transport.
+                   backend_->all_to_all_v(in.raw_data(), send, out.raw_data(), recv,
+                                          transport(cl.seq, cl.opts));
                  },
                  {in});
 }

@@ -48,6 +48,31 @@ void check_all_to_all(const Tensor& in, int n, const std::string& group, const B
              shape_str(in.shape()), " is not divisible by the group size ", n);
 }
 
+void check_all_to_all_splits(const Tensor& in, const std::vector<int64_t>& output_split_sizes,
+                             const std::vector<int64_t>& input_split_sizes, int rank, int n,
+                             const std::string& group, const Backend& backend) {
+  check_tensor(in, "all_to_all", group, backend);
+  TPSP_CHECK(in.dim() >= 1, "all_to_all in group ", group, ": input must have at least one dimension");
+  auto list = [](const std::vector<int64_t>& v) { return shape_str(Shape(v.begin(), v.end())); };
+  int64_t rows = 0;
+  for (const auto* sizes : {&input_split_sizes, &output_split_sizes}) {
+    const char* name = sizes == &input_split_sizes ? "input_split_sizes" : "output_split_sizes";
+    TPSP_CHECK(sizes->size() == static_cast<std::size_t>(n), "all_to_all in group ", group, ": ", name, " ",
+               list(*sizes), " has ", sizes->size(), " entries, but the group has ", n, " ranks");
+    for (std::size_t j = 0; j < sizes->size(); ++j)
+      TPSP_CHECK((*sizes)[j] >= 0, "all_to_all in group ", group, ": ", name, "[", j, "] = ", (*sizes)[j],
+                 " is negative");
+  }
+  for (int64_t r : input_split_sizes) rows += r;
+  TPSP_CHECK(rows == in.size(0), "all_to_all in group ", group, ": input_split_sizes ",
+             list(input_split_sizes), " add up to ", rows, " rows, but the input ", shape_str(in.shape()),
+             " has ", in.size(0));
+  const auto me = static_cast<std::size_t>(rank);
+  TPSP_CHECK(input_split_sizes[me] == output_split_sizes[me], "all_to_all in group ", group, ": rank ", rank,
+             " sends ", input_split_sizes[me], " row(s) to itself (input_split_sizes[", rank,
+             "]) but expects ", output_split_sizes[me], " from itself (output_split_sizes[", rank, "])");
+}
+
 void check_peer(int peer, int n, const char* what, const char* op, const std::string& group) {
   TPSP_CHECK(peer >= 0 && peer < n, op, " in group ", group, ": ", what, "=", peer,
              " is not a rank of the group (size ", n, ")");

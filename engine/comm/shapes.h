@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/comm/backend.h"
 #include "engine/tensor.h"
@@ -24,6 +25,13 @@ Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::stri
                            const Backend& backend);
 /// ShapeError unless in.size(0) % n == 0 (all_to_all splits dim 0 into n equal chunks).
 void check_all_to_all(const Tensor& in, int n, const std::string& group, const Backend& backend);
+/// ShapeError unless an uneven all_to_all's split sizes (rows of dim 0) fit: one entry per rank in each
+/// list, none negative, input_split_sizes adding up to in.size(0), and the rows this rank keeps
+/// (input_split_sizes[rank]) equal to those it expects from itself (output_split_sizes[rank]), e.g.
+/// "all_to_all in group ep: input_split_sizes [2, 3] add up to 5 rows, but the input [4, 8] has 4".
+void check_all_to_all_splits(const Tensor& in, const std::vector<int64_t>& output_split_sizes,
+                             const std::vector<int64_t>& input_split_sizes, int rank, int n,
+                             const std::string& group, const Backend& backend);
 /// ShapeError unless 0 <= peer < n (root, src, dst).
 void check_peer(int peer, int n, const char* what, const char* op, const std::string& group);
 /// Allocates `out` with `shape` and `dtype` on `device` if it is undefined; otherwise ShapeError unless

@@ -58,6 +58,10 @@ class EmulatedDeviceBackend final : public comm::Backend {
   void all_to_all(const void* in, void* out, std::size_t bytes, const comm::TransportCall& c) override {
     inner_->all_to_all(emulated::untag(in), emulated::untag(out), bytes, c);
   }
+  void all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                    const std::vector<std::size_t>& recv_bytes, const comm::TransportCall& c) override {
+    inner_->all_to_all_v(emulated::untag(in), send_bytes, emulated::untag(out), recv_bytes, c);
+  }
   void broadcast(void* buf, std::size_t bytes, int root, const comm::TransportCall& c) override {
     inner_->broadcast(emulated::untag(buf), bytes, root, c);
   }

@@ -32,27 +32,32 @@ std::optional<ReduceOp> reduce_op_from_name(std::string_view name) {
 
 json to_json(const PhasedCall& c) {
   const CommRecord& r = c.rec;
-  return {{"phase", c.phase},
-          {"op", op_name(r.op)},
-          {"group", r.group},
-          {"group_rank", r.group_rank},
-          {"group_size", r.group_size},
-          {"dim", r.dim},
-          {"shape", r.shape},
-          {"dtype", dtype_name(r.dtype)},
-          {"tensor_bytes", r.tensor_bytes},
-          {"bytes", r.bytes},
-          {"label", r.label},
-          {"seq", r.seq},
-          {"async", r.async},
-          {"waited", r.waited},
-          {"ok", r.ok},
-          {"peer", r.peer},
-          {"reduce", reduce_op_name(r.reduce)},
-          {"t_issue", r.t_issue},
-          {"t_start", r.t_start},
-          {"t_end", r.t_end},
-          {"t_waited", r.t_waited}};
+  json j = {{"phase", c.phase},
+            {"op", op_name(r.op)},
+            {"group", r.group},
+            {"group_rank", r.group_rank},
+            {"group_size", r.group_size},
+            {"dim", r.dim},
+            {"shape", r.shape},
+            {"dtype", dtype_name(r.dtype)},
+            {"tensor_bytes", r.tensor_bytes},
+            {"bytes", r.bytes},
+            {"label", r.label},
+            {"seq", r.seq},
+            {"async", r.async},
+            {"waited", r.waited},
+            {"ok", r.ok},
+            {"peer", r.peer},
+            {"reduce", reduce_op_name(r.reduce)},
+            {"t_issue", r.t_issue},
+            {"t_start", r.t_start},
+            {"t_end", r.t_end},
+            {"t_waited", r.t_waited}};
+  if (!r.send_bytes.empty()) {
+    j["send_bytes"] = r.send_bytes;
+    j["recv_bytes"] = r.recv_bytes;
+  }
+  return j;
 }
 
 json to_json(const PhasedSpan& s) {
@@ -93,6 +98,8 @@ std::optional<PhasedCall> call_from_json(const json& j) {
     r.t_start = j.value("t_start", 0.0);
     r.t_end = j.value("t_end", 0.0);
     r.t_waited = j.value("t_waited", -1.0);
+    r.send_bytes = j.value("send_bytes", std::vector<uint64_t>{});
+    r.recv_bytes = j.value("recv_bytes", std::vector<uint64_t>{});
     return c;
   } catch (const json::exception&) {  // a field of the wrong type
     return std::nullopt;

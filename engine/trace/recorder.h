@@ -39,12 +39,15 @@ struct CommRecord {
   Shape shape;                ///< Shape of the caller's input tensor (all_gather: the local shard).
   uint64_t tensor_bytes = 0;  ///< Bytes of the tensor S of cost_model.h (all_gather: the output).
   uint64_t bytes = 0;         ///< Payload bytes this rank sends on the wire (cost_model.h wire_bytes).
-  double t_issue = 0;         ///< When the caller issued the call (seconds).
-  double t_start = 0;         ///< When the comm worker started it (after earlier calls of the group).
-  double t_end = 0;           ///< When it completed, including any emulated link delay.
-  std::string label;          ///< The caller's CallOpts::label, e.g. "layer3.mlp.fc2.g".
-  bool async = false;         ///< Issued through an *_async form.
-  bool waited = true;         ///< False for an async call whose Work has not been waited (yet, or ever).
+  /// all_to_all: bytes this rank sends to / receives from each group rank (its own included), in group
+  /// rank order; empty for other ops and for an equal all_to_all of an empty tensor (nothing moved).
+  std::vector<uint64_t> send_bytes, recv_bytes;
+  double t_issue = 0;  ///< When the caller issued the call (seconds).
+  double t_start = 0;  ///< When the comm worker started it (after earlier calls of the group).
+  double t_end = 0;    ///< When it completed, including any emulated link delay.
+  std::string label;   ///< The caller's CallOpts::label, e.g. "layer3.mlp.fc2.g".
+  bool async = false;  ///< Issued through an *_async form.
+  bool waited = true;  ///< False for an async call whose Work has not been waited (yet, or ever).
   /// When the caller's wait() returned (seconds): t_end for a blocking call, the first wait() of an
   /// async one, -1 while it was never waited. An overlapped call is waited after the GEMM it hides.
   double t_waited = -1;

@@ -70,6 +70,21 @@ TEST_CASE("record json: a call and a span round-trip field for field") {
   CHECK(sb->span.t_end == 2.25);
 }
 
+TEST_CASE("record json: an all_to_all's bytes per peer round-trip; other calls carry none") {
+  PhasedCall c{"forward", {}};
+  c.rec.op = OpKind::all_to_all;
+  c.rec.send_bytes = {24, 0, 12};
+  c.rec.recv_bytes = {0, 36, 12};
+  const json j = to_json(c);
+  CHECK(j["send_bytes"] == json({24, 0, 12}));
+  const auto back = call_from_json(j);
+  REQUIRE(back);
+  CHECK(back->rec.send_bytes == std::vector<uint64_t>{24, 0, 12});
+  CHECK(back->rec.recv_bytes == std::vector<uint64_t>{0, 36, 12});
+  CHECK_FALSE(to_json(PhasedCall{"forward", {}}).contains("send_bytes"));
+  CHECK_FALSE(call_from_json(json{{"op", "all_to_all"}, {"send_bytes", "all"}}));
+}
+
 TEST_CASE("record json: every op and reduction name maps back to itself") {
   for (OpKind op : {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter, OpKind::all_to_all,
                     OpKind::broadcast, OpKind::send, OpKind::recv, OpKind::barrier, OpKind::new_group})

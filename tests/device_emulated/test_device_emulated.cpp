@@ -23,6 +23,7 @@
 #include "engine/ops/rmsnorm.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/trace/span.h"
+#include "tests/support/all_to_all_cases.h"
 #include "tests/tp/tp_util.h"
 
 using namespace tpsp;
@@ -257,5 +258,17 @@ TEST_CASE("device: rmsnorm forward and backward equal the CPU's bit for bit, and
     CAPTURE(i);
     CHECK_MESSAGE(on_cpu.rfind("rmsnorm_", 0) == 0, "the CPU raised no rmsnorm ShapeError: '", on_cpu, "'");
     CHECK(on_dev == on_cpu);
+  }
+}
+
+TEST_CASE("device: all_to_all with split sizes on device tensors through the staged transport, world 1..3") {
+  for (int n = 1; n <= 3; ++n) {
+    CAPTURE(n);
+    const auto res = run_ranks(n, [](int) {
+      runtime::activate(runtime::DeviceChoice::cuda_emulated);
+      auto world = runtime::init_world(runtime::DeviceChoice::cuda_emulated, "gloo");
+      check_uneven_all_to_all(*world, Device::cuda);
+    });
+    REQUIRE_MESSAGE(all_ok(res), summary(res));
   }
 }

@@ -19,6 +19,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/error.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/support/all_to_all_cases.h"
 
 using namespace tpsp;
 using gpu_test::expect_identical;
@@ -97,6 +98,7 @@ TEST_CASE("comm: host-staged collectives on cuda tensors equal the host results"
         const Tensor a2a = world.all_to_all(mine.to(Device::cuda));
         expect_identical(a2a, cat({in0.slice0(2 * r, 2 * r + 2), in1.slice0(2 * r, 2 * r + 2)}, 0),
                          "all_to_all");
+        testing::check_uneven_all_to_all(world, Device::cuda);  // split sizes, pairs with no rows
 
         Tensor got({4, 6}, DType::f32, Device::cuda);
         if (r == 0) world.send(mine.to(Device::cuda), 1);
@@ -135,6 +137,10 @@ TEST_CASE("comm: NCCL at world 1: every call moves the bytes, host buffers are s
   Tensor a2a({3, 8}, DType::f32, Device::cuda);
   nccl->all_to_all(t.raw_data(), a2a.raw_data(), t.nbytes(), call);
   expect_identical(a2a, host, "all_to_all at world 1");
+  Tensor a2av({3, 8}, DType::f32, Device::cuda);
+  nccl->all_to_all_v(t.raw_data(), {t.nbytes()}, a2av.raw_data(), {t.nbytes()}, call);
+  expect_identical(a2av, host, "all_to_all with split sizes at world 1");
+  nccl->all_to_all_v(t.raw_data(), {0}, a2av.raw_data(), {0}, call);  // nothing to move: no NCCL call
   Tensor rs({3, 8}, DType::f32, Device::cuda);
   nccl->reduce_scatter(static_cast<const float*>(t.raw_data()), static_cast<float*>(rs.raw_data()), 24,
                        comm::ReduceOp::max, call);

@@ -164,6 +164,32 @@ void LocalBackend::all_to_all(const void* in, void* out, std::size_t bytes, cons
       nullptr);
 }
 
+void LocalBackend::all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                                const std::vector<std::size_t>& recv_bytes, const comm::TransportCall& c) {
+  struct Side {
+    const char* in;
+    const std::vector<std::size_t>* send;
+  } mine{static_cast<const char*>(in), &send_bytes};
+  meet(
+      c.tag, &mine, c.timeout,
+      [&](const std::vector<const void*>& all) {
+        char* dst = static_cast<char*>(out);
+        for (std::size_t j = 0; j < all.size(); ++j) {
+          const Side& peer = *static_cast<const Side*>(all[j]);
+          std::size_t off = 0;  // where peer j's bytes for this rank start in its input
+          for (int k = 0; k < rank_; ++k) off += (*peer.send)[static_cast<std::size_t>(k)];
+          const std::size_t len = (*peer.send)[static_cast<std::size_t>(rank_)];
+          if (len != recv_bytes[j])
+            throw comm::CommError("test backend: all_to_all_v: rank " + std::to_string(j) + " sends " +
+                                  std::to_string(len) + " bytes to rank " + std::to_string(rank_) +
+                                  ", which expects " + std::to_string(recv_bytes[j]));
+          std::memcpy(dst, peer.in + off, len);
+          dst += len;
+        }
+      },
+      nullptr);
+}
+
 void LocalBackend::broadcast(void* buf, std::size_t bytes, int root, const comm::TransportCall& c) {
   std::vector<char> copy(bytes);
   meet(

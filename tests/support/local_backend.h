@@ -28,6 +28,8 @@ class LocalBackend final : public comm::Backend {
   void reduce_scatter(const float* in, float* out, std::size_t count, comm::ReduceOp op,
                       const comm::TransportCall& c) override;
   void all_to_all(const void* in, void* out, std::size_t bytes, const comm::TransportCall& c) override;
+  void all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                    const std::vector<std::size_t>& recv_bytes, const comm::TransportCall& c) override;
   void broadcast(void* buf, std::size_t bytes, int root, const comm::TransportCall& c) override;
   void barrier(const comm::TransportCall& c) override;
   std::unique_ptr<comm::PendingP2P> send(const void* buf, std::size_t bytes, int dst) override;

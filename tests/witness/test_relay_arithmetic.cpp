@@ -11,6 +11,7 @@
 
 #include "engine/comm/process_group.h"
 #include "launch/relay_arithmetic.h"
+#include "tests/support/all_to_all_cases.h"
 #include "tests/support/local_backend.h"
 
 using namespace tpsp;
@@ -32,6 +33,16 @@ Tensor input_of(int r, int n, int salt) {
 Bytes bytes_of(const Tensor& t) {
   Bytes b(static_cast<std::size_t>(t.numel()) * 4);
   std::memcpy(b.data(), t.data(), b.size());
+  return b;
+}
+
+/// An all_to_all payload as a RelayBackend sends it: the split header (comm/relay/protocol.h), then data.
+Bytes with_header(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv, const Bytes& data) {
+  std::vector<uint64_t> head(send);
+  head.insert(head.end(), recv.begin(), recv.end());
+  Bytes b(head.size() * 8);
+  std::memcpy(b.data(), head.data(), b.size());
+  b.insert(b.end(), data.begin(), data.end());
   return b;
 }
 
@@ -83,7 +94,11 @@ TEST_CASE("relay arithmetic: every collective equals the threads backend's, n = 
       CAPTURE(comm::reduce_op_name(reduce));
       ++salt;
       std::vector<Bytes> inputs;
-      for (int r = 0; r < n; ++r) inputs.push_back(bytes_of(input_of(r, n, salt)));
+      for (int r = 0; r < n; ++r) {
+        inputs.push_back(bytes_of(input_of(r, n, salt)));
+        const std::vector<uint64_t> each(static_cast<std::size_t>(n), 16);  // 4 floats to every rank
+        if (op == OpKind::all_to_all) inputs.back() = with_header(each, each, inputs.back());
+      }
       std::vector<const Bytes*> ptrs;
       for (const Bytes& b : inputs) ptrs.push_back(&b);
       const CollectiveResult got = carry_collective(op, reduce, root, ptrs);
@@ -97,14 +112,75 @@ TEST_CASE("relay arithmetic: every collective equals the threads backend's, n = 
     }
 }
 
+TEST_CASE("relay arithmetic: all_to_all with split sizes equals the threads backend's, n = 1..4") {
+  for (int n = 1; n <= 4; ++n) {
+    CAPTURE(n);
+    // Rank r sends rank j rows_between(r, j, n) rows of 3 floats, each row's values naming (r, j, row).
+    auto data_of = [&](int r) {
+      std::vector<float> v;
+      for (int j = 0; j < n; ++j)
+        for (int64_t k = 0; k < testing::rows_between(r, j, n); ++k)
+          for (int c = 0; c < 3; ++c) v.push_back(static_cast<float>(1000 * r + 100 * j + 10 * k + c));
+      return v;
+    };
+    std::vector<Bytes> inputs;
+    for (int r = 0; r < n; ++r) {
+      std::vector<uint64_t> send, recv;
+      for (int j = 0; j < n; ++j) {
+        send.push_back(static_cast<uint64_t>(testing::rows_between(r, j, n)) * 12);
+        recv.push_back(static_cast<uint64_t>(testing::rows_between(j, r, n)) * 12);
+      }
+      const std::vector<float> v = data_of(r);
+      Bytes data(v.size() * 4);
+      if (!v.empty()) std::memcpy(data.data(), v.data(), data.size());
+      inputs.push_back(with_header(send, recv, data));
+    }
+    std::vector<const Bytes*> ptrs;
+    for (const Bytes& b : inputs) ptrs.push_back(&b);
+    const CollectiveResult got = carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, ptrs);
+    REQUIRE(got.error.empty());
+    std::mutex m;
+    std::vector<Bytes> want(static_cast<std::size_t>(n));
+    testing::run_local_ranks(n, [&](comm::ProcessGroup& pg) {
+      const int r = pg.rank();
+      std::vector<int64_t> in_splits, out_splits;
+      for (int j = 0; j < n; ++j) {
+        in_splits.push_back(testing::rows_between(r, j, n));
+        out_splits.push_back(testing::rows_between(j, r, n));
+      }
+      std::vector<float> v = data_of(r);
+      Tensor in({static_cast<int64_t>(v.size() / 3), 3});
+      std::copy(v.begin(), v.end(), in.data());
+      const Tensor out = pg.all_to_all(in, out_splits, in_splits);
+      const std::lock_guard<std::mutex> lock(m);
+      want[static_cast<std::size_t>(r)] = bytes_of(out);
+    });
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CHECK(*got.out[static_cast<std::size_t>(r)] == want[static_cast<std::size_t>(r)]);
+    }
+  }
+}
+
 TEST_CASE("relay arithmetic: inputs it cannot carry are named, not carried") {
   const Bytes six(6), twelve(12);
   CHECK(carry_collective(OpKind::all_reduce, ReduceOp::sum, -1, {&six, &six}).error ==
         "a float32 buffer of a byte count not divisible by 4");
   CHECK(carry_collective(OpKind::reduce_scatter, ReduceOp::sum, -1, {&twelve, &twelve}).error ==
         "an input not divisible into float32 chunks, one per rank");
-  CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&six, &six, &six, &six}).error ==
-        "an input not divisible into one chunk per rank");
+  CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&six, &six}).error ==
+        "rank 0's split header: a payload of 6 bytes cannot hold the 32 bytes of a split header for 2 ranks");
+  const Bytes short_data = with_header({4, 4}, {4, 4}, Bytes(4));
+  const Bytes fits = with_header({4, 4}, {4, 4}, Bytes(8));
+  const Bytes expects_less = with_header({4, 4}, {2, 4}, Bytes(8));
+  const Bytes huge = with_header({uint64_t{1} << 40, 0}, {4, 4}, Bytes(0));
+  CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&fits, &short_data}).error ==
+        "rank 1's split header: the counts add up to 8 bytes, the payload carries 4");
+  CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&huge, &fits}).error ==
+        "rank 0's split header: a count larger than a frame's payload");
+  CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&fits, &expects_less}).error ==
+        "rank 0 sends 4 bytes to rank 1, which expects 2 bytes from rank 0");
+  CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&fits, &fits}).out.size() == 2);
   CHECK(carry_collective(OpKind::broadcast, ReduceOp::sum, 2, {&six, &six}).error ==
         "a root outside the group");
   CHECK(carry_collective(OpKind::send, ReduceOp::sum, -1, {&six}).error == "not a collective");

@@ -215,6 +215,23 @@ TEST_CASE("judge: a record that matches the relay passes; a forged op, a hidden 
                           "relay carried no such call"),
         p);
   }
+  SUBCASE("an all_to_all whose record states other bytes per peer than the relay carried") {
+    json a = rec("all_to_all", 0, 6);
+    a["send_bytes"] = {8, 16};
+    json b = a;
+    b["send_bytes"] = {16, 8};
+    json carried0 = seen(0, "all_to_all", 24), carried1 = seen(1, "all_to_all", 24);
+    carried0["send_bytes"] = {8, 16};
+    carried1["send_bytes"] = {8, 16};
+    CHECK(judge({json::array({a}), json::array({a})}, forward({carried0, carried1})) == "");
+    const std::string p = judge({json::array({a}), json::array({b})}, forward({carried0, carried1}));
+    CHECK_MESSAGE(
+        testing::contains(p,
+                          "rank 1: group tp, call 1: the record lists all_to_all of 24 bytes (to each "
+                          "rank: 16, 8) in phase forward, the relay carried all_to_all of 24 bytes (to "
+                          "each rank: 8, 16)"),
+        p);
+  }
   SUBCASE("a protocol violation") {
     const std::string p = judge({ar, ar}, forward({seen(0, "all_reduce", 32),
                                                    seen(1, "all_reduce", 32),

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,14 @@ class HostStagedBackend final : public comm::Backend {
     Staged i(in, total, true, "all_to_all");
     Staged o(out, total, false, "all_to_all");
     inner_->all_to_all(i.host(), o.host(), bytes, c);
+    o.finish();
+  }
+
+  void all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                    const std::vector<std::size_t>& recv_bytes, const comm::TransportCall& c) override {
+    Staged i(in, std::accumulate(send_bytes.begin(), send_bytes.end(), std::size_t{0}), true, "all_to_all");
+    Staged o(out, std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::size_t{0}), false, "all_to_all");
+    inner_->all_to_all_v(i.host(), send_bytes, o.host(), recv_bytes, c);
     o.finish();
   }
 

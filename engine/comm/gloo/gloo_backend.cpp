@@ -3,6 +3,7 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -248,6 +249,19 @@ void GlooBackend::all_to_all(const void* in, void* out, std::size_t bytes, const
     opts.setTag(c.tag);
     opts.setTimeout(c.timeout);
     gloo::alltoall(opts);
+  });
+}
+
+void GlooBackend::all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                               const std::vector<std::size_t>& recv_bytes, const TransportCall& c) {
+  translated([&] {
+    gloo::AlltoallvOptions opts(context_);
+    auto counts = [](const std::vector<std::size_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
+    opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), counts(send_bytes));
+    opts.setOutput(static_cast<uint8_t*>(out), counts(recv_bytes));
+    opts.setTag(c.tag);
+    opts.setTimeout(c.timeout);
+    gloo::alltoallv(opts);
   });
 }
 

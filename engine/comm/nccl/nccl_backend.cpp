@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,6 +148,31 @@ class NcclBackend final : public comm::Backend {
         r = ncclSend(static_cast<const char*>(i.get()) + off, bytes, ncclInt8, j, comm_, stream_);
         if (r == ncclSuccess)
           r = ncclRecv(static_cast<char*>(o.get()) + off, bytes, ncclInt8, j, comm_, stream_);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return r != ncclSuccess ? r : end;
+    });
+    o.finish();
+  }
+
+  void all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                    const std::vector<std::size_t>& recv_bytes, const comm::TransportCall& c) override {
+    const std::size_t in_total = std::accumulate(send_bytes.begin(), send_bytes.end(), std::size_t{0});
+    const std::size_t out_total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::size_t{0});
+    DeviceStaged i(in, in_total, true), o(out, out_total, false);
+    run("all_to_all with split sizes (ncclGroupStart, ncclSend/ncclRecv per peer, ncclGroupEnd)", c, [&] {
+      ncclResult_t r = ncclGroupStart();
+      std::size_t send_off = 0, recv_off = 0;
+      for (int j = 0; j < size_ && r == ncclSuccess; ++j) {
+        const std::size_t sb = send_bytes[static_cast<std::size_t>(j)];
+        const std::size_t rb = recv_bytes[static_cast<std::size_t>(j)];
+        // A zero count on one side is a zero count on the other (the fingerprint checked it): both skip.
+        if (sb > 0)
+          r = ncclSend(static_cast<const char*>(i.get()) + send_off, sb, ncclInt8, j, comm_, stream_);
+        if (r == ncclSuccess && rb > 0)
+          r = ncclRecv(static_cast<char*>(o.get()) + recv_off, rb, ncclInt8, j, comm_, stream_);
+        send_off += sb;
+        recv_off += rb;
       }
       const ncclResult_t end = ncclGroupEnd();
       return r != ncclSuccess ? r : end;

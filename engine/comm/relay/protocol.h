@@ -32,6 +32,13 @@ enum class Kind : uint8_t {
   input = 8,       ///< payload = a checker input's spec (JSON, checkers/input_server.h); reply = its float32s
 };
 
+/// An all_to_all's payload starts with its split header: n uint64 (the bytes this rank sends to each
+/// group rank, in rank order), then n uint64 (the bytes it expects from each), then the bytes it sends,
+/// packed in rank order. Equal splits travel the same way, so the relay checks every exchange pairwise.
+inline constexpr uint64_t split_header_bytes(uint64_t n) {
+  return 16 * n;
+}
+
 /// Status of a reply.
 enum class Status : uint8_t { ok = 0, error = 1 };
 

@@ -257,8 +257,21 @@ void RelayBackend::reduce_scatter(const float* in, float* out, std::size_t count
 }
 
 void RelayBackend::all_to_all(const void* in, void* out, std::size_t bytes, const TransportCall& c) {
-  const std::size_t all = bytes * static_cast<std::size_t>(size_);
-  collective(OpKind::all_to_all, ReduceOp::sum, -1, in, all, out, all, c);
+  const std::vector<std::size_t> each(static_cast<std::size_t>(size_), bytes);
+  all_to_all_v(in, each, out, each, c);
+}
+
+void RelayBackend::all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                                const std::vector<std::size_t>& recv_bytes, const TransportCall& c) {
+  const auto n = static_cast<std::size_t>(size_);
+  std::vector<uint64_t> header(send_bytes.begin(), send_bytes.end());
+  header.insert(header.end(), recv_bytes.begin(), recv_bytes.end());
+  std::size_t sent = 0, expected = 0;
+  for (std::size_t j = 0; j < n; ++j) sent += send_bytes[j], expected += recv_bytes[j];
+  std::vector<unsigned char> payload(relay::split_header_bytes(n) + sent);
+  std::memcpy(payload.data(), header.data(), relay::split_header_bytes(n));
+  if (sent > 0) std::memcpy(payload.data() + relay::split_header_bytes(n), in, sent);
+  collective(OpKind::all_to_all, ReduceOp::sum, -1, payload.data(), payload.size(), out, expected, c);
 }
 
 void RelayBackend::broadcast(void* buf, std::size_t bytes, int root, const TransportCall& c) {

@@ -39,6 +39,8 @@ class RelayBackend final : public Backend {
   void reduce_scatter(const float* in, float* out, std::size_t count, ReduceOp op,
                       const TransportCall& c) override;
   void all_to_all(const void* in, void* out, std::size_t bytes, const TransportCall& c) override;
+  void all_to_all_v(const void* in, const std::vector<std::size_t>& send_bytes, void* out,
+                    const std::vector<std::size_t>& recv_bytes, const TransportCall& c) override;
   void broadcast(void* buf, std::size_t bytes, int root, const TransportCall& c) override;
   void barrier(const TransportCall& c) override;
   std::unique_ptr<PendingP2P> send(const void* buf, std::size_t bytes, int dst) override;
