@@ -31,8 +31,8 @@ LAYERS = [
     # 5 what picks among those: a transport from the environment, the emulated device, TP groups
     ("engine/comm/env.", 5), ("engine/emulated_device.", 5), ("engine/parallel_state.", 5),
     ("engine/placement.", 5),
-    # 6 the device runtime and the tensor-parallel layers; 7 the model and training
-    ("engine/runtime/", 6), ("engine/tensor_parallel/", 6),
+    # 6 the device runtime, the tensor-parallel layers and the MoE layer's parts; 7 the model and training
+    ("engine/runtime/", 6), ("engine/tensor_parallel/", 6), ("engine/moe/", 6),
     ("engine/model/", 7), ("engine/train/", 7),
 ]
 

@@ -452,6 +452,7 @@ def case_npy(out):
 def main():
     sys.modules.setdefault("make_goldens", sys.modules[__name__])  # one MANIFEST when run as a script
     import goldens_llama  # noqa: E402 (it imports this module's helpers)
+    import goldens_moe  # noqa: E402
 
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -485,6 +486,7 @@ def main():
     case_adamw(out)
     case_gpt(out, "gpt_tied", 120, True, 0.0, 96)
     case_gpt(out, "gpt_untied_smooth", 121, False, 0.1, 40)  # ffn 40 ≠ 4h keeps the files small
+    goldens_moe.cases(out)  # the MoE router and one MoE layer
 
     manifest = {
         "generator": "tools/make_goldens.py (run with /usr/bin/python3)",
