@@ -1,0 +1,188 @@
+#include "engine/moe/token_dispatcher.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "engine/error.h"
+#include "engine/moe/uneven_collectives.h"
+
+namespace tpsp::moe {
+
+namespace {
+
+int64_t sum(const std::vector<int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{0});
+}
+
+/// Copies row blocks of `src` (blocks of `sizes`, in order) into the order `perm` (block b of the result
+/// is block perm[b] of src).
+Tensor reorder_blocks(const Tensor& src, const std::vector<int64_t>& sizes,
+                      const std::vector<int64_t>& perm) {
+  std::vector<int64_t> start(sizes.size(), 0);
+  for (std::size_t b = 1; b < sizes.size(); ++b) start[b] = start[b - 1] + sizes[b - 1];
+  std::vector<Tensor> parts;
+  for (int64_t b : perm) {
+    const auto i = static_cast<std::size_t>(b);
+    if (sizes[i] > 0) parts.push_back(src.slice0(start[i], start[i] + sizes[i]));
+  }
+  return parts.empty() ? Tensor::zeros({0, src.size(1)}) : cat(parts, 0);
+}
+
+/// Block index of chunk (q, i, e) in received order, and the permutation to expert-major order (e, q, i).
+std::vector<int64_t> expert_major(const DispatchPlan& p, int etp, int ep) {
+  std::vector<int64_t> perm;
+  for (int64_t e = 0; e < p.num_local; ++e)
+    for (int q = 0; q < etp; ++q)
+      for (int i = 0; i < ep; ++i) perm.push_back((q * ep + i) * p.num_local + e);
+  return perm;
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (std::size_t b = 0; b < perm.size(); ++b)
+    inv[static_cast<std::size_t>(perm[b])] = static_cast<int64_t>(b);
+  return inv;
+}
+
+std::vector<int64_t> sizes_in(const std::vector<int64_t>& chunks, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> s;
+  for (int64_t b : perm) s.push_back(chunks[static_cast<std::size_t>(b)]);
+  return s;
+}
+
+}  // namespace
+
+DispatchPlan plan_dispatch(const Routing& r, ExpertParallelState& eps, const std::string& label) {
+  const int ep = eps.ep_size(), etp = eps.etp_size();
+  DispatchPlan p;
+  p.tokens = r.num_tokens();
+  p.topk = r.topk;
+  p.num_experts = r.num_experts;
+  std::tie(p.first_local, p.num_local) = ExpertParallelState::local_experts(r.num_experts, ep, eps.ep_rank());
+  const int64_t E = r.num_experts, per = p.num_local;
+  p.order.resize(static_cast<std::size_t>(p.tokens * p.topk));
+  std::iota(p.order.begin(), p.order.end(), int64_t{0});
+  std::stable_sort(p.order.begin(), p.order.end(), [&](int64_t a, int64_t b) {
+    return r.indices[static_cast<std::size_t>(a)] < r.indices[static_cast<std::size_t>(b)];
+  });
+  // The count exchange: every tp_ep rank's choices per expert (exact in float32 below 2^24).
+  Tensor mine({E});
+  for (int64_t e = 0; e < E; ++e)
+    mine.data()[e] = static_cast<float>(r.tokens_per_expert[static_cast<std::size_t>(e)]);
+  const Tensor all = eps.tp_ep().all_gather(mine, 0, {label + ".counts"});
+  for (int64_t i = 0; i < all.numel(); ++i) p.counts.push_back(static_cast<int64_t>(all.data()[i]));
+  auto count = [&](int tp_ep_rank, int64_t e) {
+    return p.counts[static_cast<std::size_t>(tp_ep_rank * E + e)];
+  };
+  const int me = eps.ep_rank() * etp + eps.etp_rank();
+  for (int j = 0; j < ep; ++j) {
+    int64_t to = 0, from = 0;
+    for (int64_t e = 0; e < per; ++e) {
+      to += count(me, j * per + e);                                // my choices for EP rank j's experts
+      from += count(j * etp + eps.etp_rank(), p.first_local + e);  // EP rank j's choices for mine
+    }
+    p.input_splits.push_back(to);
+    p.output_splits.push_back(from);
+  }
+  p.rows_per_expert.assign(static_cast<std::size_t>(per), 0);
+  for (int q = 0; q < etp; ++q) {
+    int64_t rows = 0;
+    for (int i = 0; i < ep; ++i)
+      for (int64_t e = 0; e < per; ++e) {
+        const int64_t c = count(i * etp + q, p.first_local + e);
+        p.chunks.push_back(c);
+        rows += c;
+        p.rows_per_expert[static_cast<std::size_t>(e)] += c;
+      }
+    p.etp_rows.push_back(rows);
+  }
+  return p;
+}
+
+Tensor dispatch(const Tensor& x, const DispatchPlan& p, ExpertParallelState& eps, const std::string& label) {
+  TPSP_CHECK(x.dim() == 2 && x.size(0) == p.tokens, "MoE dispatch: x must be [", p.tokens, ", h], got ",
+             shape_str(x.shape()));
+  const int64_t h = x.size(1);
+  Tensor permuted = Tensor::zeros({p.tokens * p.topk, h});  // row i = token order[i] / k
+  for (std::size_t i = 0; i < p.order.size(); ++i)
+    std::memcpy(permuted.data() + static_cast<int64_t>(i) * h, x.data() + p.order[i] / p.topk * h,
+                sizeof(float) * static_cast<std::size_t>(h));
+  Tensor received = eps.ep().all_to_all(permuted, p.output_splits, p.input_splits, {label + ".dispatch"});
+  if (eps.etp_size() > 1)
+    received = all_gather_v(eps.etp(), received, p.etp_rows, {label + ".etp_all_gather"});
+  return reorder_blocks(received, p.chunks, expert_major(p, eps.etp_size(), eps.ep_size()));
+}
+
+Tensor combine_rows(const Tensor& out, const DispatchPlan& p, ExpertParallelState& eps,
+                    const std::string& label) {
+  const std::vector<int64_t> to_expert = expert_major(p, eps.etp_size(), eps.ep_size());
+  TPSP_CHECK(out.dim() == 2 && out.size(0) == sum(p.chunks), "MoE combine: the experts' output must have ",
+             sum(p.chunks), " rows, got ", shape_str(out.shape()));
+  Tensor rows = reorder_blocks(out, sizes_in(p.chunks, to_expert), inverse(to_expert));
+  if (eps.etp_size() > 1)
+    rows = reduce_scatter_v(eps.etp(), rows, p.etp_rows, {label + ".etp_reduce_scatter"});
+  return eps.ep().all_to_all(rows, p.input_splits, p.output_splits, {label + ".combine"});
+}
+
+Tensor unpermute(const Tensor& rows, const Tensor& probs, const DispatchPlan& p) {
+  const int64_t h = rows.size(1);
+  Tensor y = Tensor::zeros({p.tokens, h});
+  for (std::size_t i = 0; i < p.order.size(); ++i) {
+    const int64_t c = p.order[i];
+    const float w = probs.data()[c];
+    float* yt = y.data() + c / p.topk * h;
+    const float* row = rows.data() + static_cast<int64_t>(i) * h;
+    for (int64_t j = 0; j < h; ++j) yt[j] += w * row[j];
+  }
+  return y;
+}
+
+Tensor unpermute_backward(const Tensor& dy, const Tensor& rows, const Tensor& probs, const DispatchPlan& p,
+                          Tensor& dprobs) {
+  const int64_t h = rows.size(1);
+  Tensor d_rows = Tensor::zeros({p.tokens * p.topk, h});
+  dprobs = Tensor::zeros({p.tokens, p.topk});
+  for (std::size_t i = 0; i < p.order.size(); ++i) {
+    const int64_t c = p.order[i];
+    const float w = probs.data()[c];
+    const float* g = dy.data() + c / p.topk * h;
+    const float* row = rows.data() + static_cast<int64_t>(i) * h;
+    float* d = d_rows.data() + static_cast<int64_t>(i) * h;
+    double dot = 0;
+    for (int64_t j = 0; j < h; ++j) {
+      d[j] = w * g[j];
+      dot += static_cast<double>(row[j]) * g[j];
+    }
+    dprobs.data()[c] = static_cast<float>(dot);
+  }
+  return d_rows;
+}
+
+Tensor combine_rows_backward(const Tensor& d_rows, const DispatchPlan& p, ExpertParallelState& eps,
+                             const std::string& label) {
+  Tensor received = eps.ep().all_to_all(d_rows, p.output_splits, p.input_splits, {label + ".combine.grad"});
+  if (eps.etp_size() > 1)
+    received = all_gather_v(eps.etp(), received, p.etp_rows, {label + ".etp_reduce_scatter.grad"});
+  return reorder_blocks(received, p.chunks, expert_major(p, eps.etp_size(), eps.ep_size()));
+}
+
+Tensor dispatch_backward(const Tensor& d_rows, const DispatchPlan& p, ExpertParallelState& eps,
+                         const std::string& label) {
+  const std::vector<int64_t> to_expert = expert_major(p, eps.etp_size(), eps.ep_size());
+  Tensor rows = reorder_blocks(d_rows, sizes_in(p.chunks, to_expert), inverse(to_expert));
+  if (eps.etp_size() > 1)
+    rows = reduce_scatter_v(eps.etp(), rows, p.etp_rows, {label + ".etp_all_gather.grad"});
+  const Tensor permuted =
+      eps.ep().all_to_all(rows, p.input_splits, p.output_splits, {label + ".dispatch.grad"});
+  const int64_t h = permuted.size(1);
+  Tensor dx = Tensor::zeros({p.tokens, h});  // each token's k choices summed
+  for (std::size_t i = 0; i < p.order.size(); ++i) {
+    float* d = dx.data() + p.order[i] / p.topk * h;
+    const float* row = permuted.data() + static_cast<int64_t>(i) * h;
+    for (int64_t j = 0; j < h; ++j) d[j] += row[j];
+  }
+  return dx;
+}
+
+}  // namespace tpsp::moe
