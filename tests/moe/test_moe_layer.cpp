@@ -12,6 +12,7 @@
 #include <random>
 
 #include "engine/error.h"
+#include "engine/moe/comm_volume.h"
 #include "engine/moe/moe_layer.h"
 #include "engine/ops/ops.h"
 #include "engine/parallel_state.h"
@@ -94,6 +95,33 @@ struct RankOut {
   std::vector<std::string> labels;
 };
 
+/// The recorder's bytes per collective against the closed forms of engine/moe/comm_volume.h, forward and
+/// backward (each backward collective mirrors a forward one), and the expert GEMMs' shapes as they ran.
+void check_volumes(comm::ProcessGroup& world, const moe::MoEState& st, moe::ExpertParallelState& eps) {
+  const moe::MoEVolumeSpec spec{eps.ep_size(), eps.etp_size(), kE, kK, kH, kF, 4};
+  const moe::MoEVolume v = moe::moe_volume(spec, st.plan.counts, eps.ep_rank(), eps.etp_rank());
+  std::map<std::string, uint64_t> sent;
+  for (const auto& rec : world.recorder().records()) sent[rec.label] += rec.bytes;
+  const std::pair<const char*, uint64_t> want[] = {{"moe.dispatch", v.dispatch},
+                                                   {"moe.combine", v.combine},
+                                                   {"moe.etp_all_gather", v.etp_all_gather},
+                                                   {"moe.etp_reduce_scatter", v.etp_reduce_scatter},
+                                                   {"moe.combine.grad", v.dispatch},
+                                                   {"moe.dispatch.grad", v.combine},
+                                                   {"moe.etp_reduce_scatter.grad", v.etp_all_gather},
+                                                   {"moe.etp_all_gather.grad", v.etp_reduce_scatter}};
+  for (const auto& [label, bytes] : want)
+    CHECK_MESSAGE(sent[label] == bytes, "rank " << world.rank() << " " << label << ": recorded "
+                                                << sent[label] << " bytes, the closed form says " << bytes);
+  REQUIRE(v.gemms.size() == 2 * st.xin.size());
+  for (std::size_t e = 0; e < st.xin.size(); ++e) {
+    const moe::GemmShape fc1 = v.gemms[2 * e], fc2 = v.gemms[2 * e + 1];
+    CHECK(st.xin[e].shape() == Shape({fc1.m, fc1.k}));
+    CHECK(st.gate_up[e].shape() == Shape({fc1.m, fc1.n}));
+    CHECK(st.act[e].shape() == Shape({fc2.m, fc2.k}));
+  }
+}
+
 void check_layout(const Layout& L, bool ties) {
   CAPTURE(L.world);
   CAPTURE(L.tp);
@@ -145,6 +173,7 @@ void check_layout(const Layout& L, bool ties) {
     mine.etp_rank = eps.etp_rank();
     mine.first_expert = first_e;
     for (const auto& rec : world.recorder().records()) mine.labels.push_back(rec.label);
+    check_volumes(world, st, eps);
   });
 
   // Outputs and input gradients, row for row; the aux loss summed over each replica's sequence shards.
@@ -219,4 +248,29 @@ TEST_CASE("expert parallel state: groups as Megatron folds them, errors naming t
   CHECK_THROWS_WITH_AS(
       ExpertParallelState::local_experts(6, 4, 0),
       doctest::Contains("num_moe_experts=6 is not divisible by expert_model_parallel_size=4"), ShapeError);
+}
+
+TEST_CASE("MoE volumes: an even routing's exact volumes are the uniform closed form") {
+  // 4 tp_ep ranks (EP 2 × ETP 2), 8 experts; every rank's 16 tokens × top-2 = 32 choices, 4 per expert.
+  const moe::MoEVolumeSpec spec{2, 2, 8, 2, 64, 128, 2};
+  const std::vector<int64_t> counts(4 * 8, 4);
+  for (int j = 0; j < 2; ++j)
+    for (int q = 0; q < 2; ++q) {
+      const moe::MoEVolume exact = moe::moe_volume(spec, counts, j, q),
+                           uniform = moe::moe_volume_uniform(spec, 16);
+      CHECK(exact.dispatch == uniform.dispatch);
+      CHECK(exact.combine == uniform.combine);
+      CHECK(exact.etp_all_gather == uniform.etp_all_gather);
+      CHECK(exact.etp_reduce_scatter == uniform.etp_reduce_scatter);
+      REQUIRE(exact.gemms.size() == uniform.gemms.size());
+      for (std::size_t g = 0; g < exact.gemms.size(); ++g) CHECK(exact.gemms[g].m == uniform.gemms[g].m);
+    }
+  // The closed forms' numbers: T·k·(EP−1)/EP·h·b = 32·½·64·2 = 2048; (ETP−1)·T·k·h·b = 4096;
+  // M = T·k·EP·ETP/E = 16, fc1 [16, 2·128/2, 64], fc2 [16, 64, 64].
+  const moe::MoEVolume u = moe::moe_volume_uniform(spec, 16);
+  CHECK(u.dispatch == 2048);
+  CHECK(u.etp_all_gather == 4096);
+  CHECK(u.gemms[0].m == 16);
+  CHECK(u.gemms[0].n == 128);
+  CHECK(u.gemms[1].k == 64);
 }
