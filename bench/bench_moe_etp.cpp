@@ -14,13 +14,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <map>
-#include <random>
 
 #include "bench/bench_common.h"
 #include "engine/comm/env.h"
 #include "engine/moe/comm_volume.h"
 #include "engine/moe/moe_layer.h"
 #include "engine/ops/ops.h"
+#include "engine/random/init.h"
 
 namespace {
 
@@ -32,11 +32,10 @@ struct Config {
   int repeats = 5;
 };
 
+/// N(0, scale²) from Philox, keyed by `seed` (engine/random/init.h).
 Tensor randn(const Shape& shape, unsigned seed, float scale) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> n(0.f, scale);
   Tensor t(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = n(gen);
+  random::init_normal(t, seed, "randn", scale);
   return t;
 }
 

@@ -7,15 +7,16 @@
 // Routing skewed (expert 0 takes most choices, expert 3 none) and with exact ties in the logits.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
-#include <random>
 
 #include "engine/error.h"
 #include "engine/moe/comm_volume.h"
 #include "engine/moe/moe_layer.h"
 #include "engine/ops/ops.h"
 #include "engine/parallel_state.h"
+#include "engine/random/init.h"
 #include "reference/moe_layer.h"
 #include "tests/support/local_backend.h"
 
@@ -31,11 +32,10 @@ struct Layout {
   bool sp;
 };
 
+/// N(0, scale²) from Philox, keyed by `seed` (engine/random/init.h).
 Tensor randn(const Shape& shape, unsigned seed, float scale) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> n(0.f, scale);
   Tensor t(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = n(gen);
+  random::init_normal(t, seed, "randn", scale);
   return t;
 }
 
@@ -140,6 +140,10 @@ void check_layout(const Layout& L, bool ties) {
     reference::MoELayerActs acts;
     ys.push_back(reference::moe_layer_forward(x_of(d), params, "", spec, acts));
     auxes.push_back(acts.aux_loss);
+    const std::vector<int64_t>& n = acts.routing.tokens_per_expert;  // the skew the header promises
+    CHECK(n[3] == 0);
+    CHECK(n[0] == *std::max_element(n.begin(), n.end()));
+    if (ties) CHECK(n[2] == 0);  // expert 2 ties with expert 1 on every token and always loses
     dxs.push_back(reference::moe_layer_backward(randn({kS, kB, kH}, 2000 + static_cast<unsigned>(d), 1.f),
                                                 params, "", spec, acts, 1.f, grads));  // Σ over replicas
   }
