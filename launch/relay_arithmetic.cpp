@@ -36,6 +36,12 @@ CollectiveResult to_every_rank(Bytes bytes, std::size_t n) {
   return {"", std::vector<std::shared_ptr<const Bytes>>(n, shared)};
 }
 
+/// Why a result cannot travel back: one reply frame carries at most kMaxPayload bytes.
+std::string too_large(std::size_t rank, uint64_t bytes) {
+  return fmt::format("rank {} would receive {} bytes, more than one relay frame carries ({} bytes)", rank,
+                     bytes, comm::relay::kMaxPayload);
+}
+
 /// all_to_all over split headers (comm/relay/protocol.h): each rank's pieces, checked pairwise.
 CollectiveResult all_to_all(const std::vector<const Bytes*>& in) {
   const std::size_t n = in.size();
@@ -51,6 +57,11 @@ CollectiveResult all_to_all(const std::vector<const Bytes*>& in) {
         return {fmt::format("rank {} sends {} bytes to rank {}, which expects {} bytes from rank {}", i,
                             h[i].send[j], j, h[j].recv[i], i),
                 {}};
+  for (std::size_t j = 0; j < n; ++j) {
+    uint64_t total = 0;  // each count is at most kMaxPayload (read_header): no overflow
+    for (std::size_t i = 0; i < n; ++i) total += h[j].recv[i];
+    if (total > comm::relay::kMaxPayload) return {too_large(j, total), {}};
+  }
   CollectiveResult res;
   for (std::size_t j = 0; j < n; ++j) {
     Bytes out;
@@ -103,6 +114,7 @@ CollectiveResult carry_collective(OpKind op, ReduceOp reduce_op, int root,
         res.out.push_back(std::make_shared<const Bytes>(reduce(in, i * (bytes / n), bytes / n, reduce_op)));
       return res;
     case OpKind::all_gather: {
+      if (bytes * n > comm::relay::kMaxPayload) return {too_large(0, bytes * n), {}};
       Bytes out;
       for (const Bytes* b : in) out.insert(out.end(), b->begin(), b->end());
       return to_every_rank(std::move(out), n);

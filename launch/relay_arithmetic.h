@@ -43,7 +43,9 @@ std::string read_header(const Bytes& payload, std::size_t n, SplitHeader& h);
 ///                   gets what each rank addressed to it, in rank order (equal or uneven splits);
 ///   broadcast       the root's input to every rank (root: a group rank);
 ///   barrier         nothing.
-/// Errors (result.error set, out empty): float32 buffers of a size not divisible by 4 (or by 4·n for
+/// Errors (result.error set, out empty): a result larger than one relay frame carries (all_gather,
+/// all_to_all: "rank 0 would receive 83886080 bytes, more than one relay frame carries (67108864
+/// bytes)"), float32 buffers of a size not divisible by 4 (or by 4·n for
 /// reduce_scatter), an all_to_all header that is malformed or disagrees with a peer's ("rank 0 sends 8
 /// bytes to rank 1, which expects 4 bytes from rank 0"), a root outside the group, an op that is not a
 /// collective, no inputs.

@@ -285,6 +285,7 @@ class Relay {
       if (read_header(q.payload, static_cast<std::size_t>(n), h).empty()) {
         line["bytes"] = q.payload.size() - comm::relay::split_header_bytes(static_cast<uint64_t>(n));
         line["send_bytes"] = h.send;
+        line["recv_bytes"] = h.recv;
       }
     }
     if (!log(line)) return close(q.rank);

@@ -30,12 +30,14 @@ struct Seen {
   std::string reduce;
   int arg = -1;
   std::string phase;
-  std::vector<uint64_t> send_bytes;  // all_to_all: bytes to each group rank
+  std::vector<uint64_t> send_bytes, recv_bytes;  // all_to_all: bytes to and from each group rank
   bool pending = false;  // the record's call never completed (may be missing from the relay's log)
   std::string bad;       // the record contradicts itself (tensor_bytes against shape and op)
   std::string str() const {
     std::string s = fmt::format("{} of {} bytes", op, bytes);
-    if (!send_bytes.empty()) s += fmt::format(" (to each rank: {})", fmt::join(send_bytes, ", "));
+    if (!send_bytes.empty())
+      s += fmt::format(" (to each rank: {}; from each: {})", fmt::join(send_bytes, ", "),
+                       fmt::join(recv_bytes, ", "));
     if (op == "all_reduce" || op == "reduce_scatter") s += " (" + reduce + ")";
     if (arg >= 0)
       s += (op == "broadcast" ? " from root "
@@ -47,7 +49,7 @@ struct Seen {
   bool operator==(const Seen& o) const {
     const bool reduces = op == "all_reduce" || op == "reduce_scatter";
     return op == o.op && bytes == o.bytes && (!reduces || reduce == o.reduce) && arg == o.arg &&
-           send_bytes == o.send_bytes && phase == o.phase;
+           send_bytes == o.send_bytes && recv_bytes == o.recv_bytes && phase == o.phase;
   }
 };
 
@@ -71,7 +73,7 @@ Seen from_record(const trace::PhasedCall& c, int group_size, int group_rank, boo
   // An uneven all_to_all (bytes per peer recorded) reaches the transport even when this rank sends nothing.
   const bool moves = p2p || r.op == OpKind::barrier || tb > 0 || !r.send_bytes.empty();
   skip = r.op == OpKind::new_group || group_size <= 1 || !moves;
-  if (r.op == OpKind::all_to_all) s.send_bytes = r.send_bytes;
+  if (r.op == OpKind::all_to_all) s.send_bytes = r.send_bytes, s.recv_bytes = r.recv_bytes;
   const uint64_t gs = static_cast<uint64_t>(std::max(group_size, 1));
   bool fits = tb == n4 || tb == n2;  // tensor_bytes = numel · element size
   if (r.op == OpKind::all_reduce || r.op == OpKind::reduce_scatter) {
@@ -101,7 +103,10 @@ Seen from_log(const json& e, const std::string& phase) {
   s.reduce = e.value("reduce", "sum");
   s.arg = e.value("arg", -1);
   s.phase = phase;
-  if (s.op == "all_to_all") s.send_bytes = e.value("send_bytes", std::vector<uint64_t>{});
+  if (s.op == "all_to_all") {
+    s.send_bytes = e.value("send_bytes", std::vector<uint64_t>{});
+    s.recv_bytes = e.value("recv_bytes", std::vector<uint64_t>{});
+  }
   return s;
 }
 

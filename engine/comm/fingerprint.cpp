@@ -27,6 +27,11 @@ std::string describe(const Fingerprint& fp, bool with_shape) {
   std::string s = std::string(op_name(op)) + " #" + std::to_string(fp.seq) + " (";
   if (op == OpKind::new_group) {
     s += std::to_string(fp.count) + " ranks, ranks hash " + std::to_string(fp.arg);
+  } else if (op == OpKind::all_to_all && fp.arg == 1) {  // uneven: rows differ, a row's shape must agree
+    std::string row = "*";
+    for (uint32_t i = 1; i < fp.ndim && i < Fingerprint::kMaxDims; ++i)
+      row += ", " + std::to_string(fp.shape[i]);
+    s += "rows [" + row + "] " + dtype_name(static_cast<DType>(fp.dtype)) + ", split sizes";
   } else if (op != OpKind::barrier) {
     s += std::to_string(fp.count) + " " + dtype_name(static_cast<DType>(fp.dtype));
     if (with_shape) {
@@ -37,7 +42,6 @@ std::string describe(const Fingerprint& fp, bool with_shape) {
     if ((op == OpKind::all_gather || op == OpKind::reduce_scatter) && fp.arg != 0)
       s += ", dim " + std::to_string(fp.arg);
     if (op == OpKind::broadcast) s += ", root " + std::to_string(fp.arg);
-    if (op == OpKind::all_to_all && fp.arg == 1) s += " a row, split sizes";
     if ((op == OpKind::all_reduce || op == OpKind::reduce_scatter) && fp.reduce != 0)
       s += std::string(", ") + reduce_op_name(static_cast<ReduceOp>(fp.reduce));
   } else {

@@ -101,11 +101,13 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   /// Uneven splits along dim 0 (torch.distributed.all_to_all_single with split sizes; what Megatron's
   /// MoEAlltoAllTokenDispatcher sends tokens with): in [Σ input_split_sizes, ..] -> out
   /// [Σ output_split_sizes, ..]. The next input_split_sizes[j] rows of `in` (in rank order) go to group
-  /// rank j; out holds, in rank order, output_split_sizes[j] rows from rank j. With fingerprints on, the
-  /// ranks exchange their split sizes first and raise CollectiveMismatchError naming both ranks and both
-  /// counts where rank i sends a different number of rows to j than j expects from i. ShapeError (before
-  /// any communication) unless both lists have one entry per rank, none is negative and
-  /// input_split_sizes add up to in.size(0).
+  /// rank j; out holds, in rank order, output_split_sizes[j] rows from rank j. The ranks first exchange
+  /// their split sizes (one small all-gather, fingerprints on or off: a count the receiver does not expect
+  /// would abort it inside Gloo or leave rows unwritten) and raise CollectiveMismatchError naming both
+  /// ranks and both counts where rank i sends a different number of rows to j than j expects from i.
+  /// ShapeError (before any communication) unless both lists have one entry per rank, none is negative,
+  /// neither adds up to more than kMaxSplitElements elements (comm/shapes.h) and input_split_sizes add
+  /// up to in.size(0).
   Tensor all_to_all(const Tensor& in, const std::vector<int64_t>& output_split_sizes,
                     const std::vector<int64_t>& input_split_sizes, const CallOpts& o = {});
   /// In place: every rank's t becomes root's t (root is a group rank).

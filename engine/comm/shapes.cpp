@@ -1,5 +1,7 @@
 #include "engine/comm/shapes.h"
 
+#include <algorithm>
+
 #include "engine/error.h"
 
 namespace tpsp::comm {
@@ -54,16 +56,23 @@ void check_all_to_all_splits(const Tensor& in, const std::vector<int64_t>& outpu
   check_tensor(in, "all_to_all", group, backend);
   TPSP_CHECK(in.dim() >= 1, "all_to_all in group ", group, ": input must have at least one dimension");
   auto list = [](const std::vector<int64_t>& v) { return shape_str(Shape(v.begin(), v.end())); };
+  int64_t row = 1;  // elements of one row; the rows of either side must fit a tensor of kMaxSplitElements
+  for (int64_t d = 1; d < in.dim(); ++d) row *= in.size(d);
   int64_t rows = 0;
-  for (const auto* sizes : {&input_split_sizes, &output_split_sizes}) {
+  for (const auto* sizes : {&output_split_sizes, &input_split_sizes}) {
     const char* name = sizes == &input_split_sizes ? "input_split_sizes" : "output_split_sizes";
     TPSP_CHECK(sizes->size() == static_cast<std::size_t>(n), "all_to_all in group ", group, ": ", name, " ",
                list(*sizes), " has ", sizes->size(), " entries, but the group has ", n, " ranks");
-    for (std::size_t j = 0; j < sizes->size(); ++j)
+    rows = 0;
+    for (std::size_t j = 0; j < sizes->size(); ++j) {
       TPSP_CHECK((*sizes)[j] >= 0, "all_to_all in group ", group, ": ", name, "[", j, "] = ", (*sizes)[j],
                  " is negative");
+      TPSP_CHECK(!__builtin_add_overflow(rows, (*sizes)[j], &rows) &&
+                     rows <= kMaxSplitElements / std::max<int64_t>(row, 1),
+                 "all_to_all in group ", group, ": ", name, " ", list(*sizes), " add up to more than ",
+                 kMaxSplitElements, " elements of rows of ", row);
+    }
   }
-  for (int64_t r : input_split_sizes) rows += r;
   TPSP_CHECK(rows == in.size(0), "all_to_all in group ", group, ": input_split_sizes ",
              list(input_split_sizes), " add up to ", rows, " rows, but the input ", shape_str(in.shape()),
              " has ", in.size(0));

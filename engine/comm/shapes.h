@@ -25,8 +25,12 @@ Shape reduce_scatter_shape(const Tensor& in, int64_t dim, int n, const std::stri
                            const Backend& backend);
 /// ShapeError unless in.size(0) % n == 0 (all_to_all splits dim 0 into n equal chunks).
 void check_all_to_all(const Tensor& in, int n, const std::string& group, const Backend& backend);
+/// The most elements either side of an uneven all_to_all may hold (2^40: beyond any machine's memory, and
+/// far from overflowing a byte count).
+inline constexpr int64_t kMaxSplitElements = int64_t{1} << 40;
 /// ShapeError unless an uneven all_to_all's split sizes (rows of dim 0) fit: one entry per rank in each
-/// list, none negative, input_split_sizes adding up to in.size(0), and the rows this rank keeps
+/// list, none negative, each list's rows at most kMaxSplitElements elements, input_split_sizes adding up
+/// to in.size(0), and the rows this rank keeps
 /// (input_split_sizes[rank]) equal to those it expects from itself (output_split_sizes[rank]), e.g.
 /// "all_to_all in group ep: input_split_sizes [2, 3] add up to 5 rows, but the input [4, 8] has 4".
 void check_all_to_all_splits(const Tensor& in, const std::vector<int64_t>& output_split_sizes,

@@ -59,7 +59,8 @@ Routing topk_route(const Tensor& logits_in, int64_t topk) {
   for (int64_t t = 0; t < tokens; ++t) {
     const float* l = logits.data() + t * experts;
     for (int64_t e = 0; e < experts; ++e)
-      TPSP_CHECK(!std::isnan(l[e]), "TopKRouter: token ", t, "'s logit for expert ", e, " is nan");
+      TPSP_CHECK(std::isfinite(l[e]), "TopKRouter: token ", t, "'s logit for expert ", e, " is ", l[e],
+                 " (logits must be finite)");
     std::iota(order.begin(), order.end(), int64_t{0});
     std::partial_sort(order.begin(), order.begin() + topk, order.end(),
                       [l](int64_t a, int64_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });

@@ -34,8 +34,8 @@ struct Routing {
 
 /// Routes logits [T, E] (f32 or bf16, host; T may be 0) to each token's top `topk` experts.
 /// Throws ShapeError naming the rule: logits not 2-D, on a device ("the router runs on the host"),
-/// topk outside 1..E ("moe_router_topk=3 is larger than num_moe_experts=2"), a logit that is NaN
-/// (naming the token and the expert).
+/// topk outside 1..E ("moe_router_topk=3 is larger than num_moe_experts=2"), a logit that is NaN or
+/// infinite (naming the token and the expert: its softmax would be NaN).
 Routing topk_route(const Tensor& logits, int64_t topk);
 
 /// What the load-balancing loss counts: the choices per expert and the number of tokens they were made

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <limits>
 
 #include "engine/comm/comm_error.h"
 #include "engine/comm/env.h"
@@ -66,6 +67,49 @@ TEST_CASE("all_to_all split sizes that disagree fail on every rank, naming both 
   CHECK(raised == 2);
 }
 
+TEST_CASE("all_to_all split sizes that disagree fail by name with fingerprints off too, over Gloo") {
+  // Without the exchange, Gloo aborts a receiver sent more than it expects, or leaves rows unwritten.
+  for (const bool more : {true, false}) {
+    CAPTURE(more);
+    const auto res = run_ranks(2, [more](int r) {
+      comm::GroupOptions o = comm::options_from_env();
+      o.fingerprints = false;
+      o.timeout = std::chrono::milliseconds(5000);
+      auto pg = comm::init_from_env(o);
+      // more: rank 0 sends 2 rows to rank 1, which expects 1; else rank 1 expects 3 where 1 comes.
+      const std::vector<int64_t> in =
+          r == 0 ? std::vector<int64_t>{1, more ? 2 : 1} : std::vector<int64_t>{1, 1};
+      const std::vector<int64_t> out =
+          r == 1 && !more ? std::vector<int64_t>{3, 1} : std::vector<int64_t>{1, 1};
+      int64_t rows = 0;
+      for (int64_t k : in) rows += k;
+      try {
+        pg->all_to_all(Tensor({rows, 4}), out, in);
+      } catch (const CollectiveMismatchError& e) {
+        expect(contains(e.what(), more ? "rank 0 sends 2 rows to rank 1, which expects 1 row from rank 0"
+                                       : "rank 0 sends 1 row to rank 1, which expects 3 rows from rank 0"),
+               e.what());
+        return;
+      }
+      throw std::runtime_error("no CollectiveMismatchError");
+    });
+    CHECK_MESSAGE(all_ok(res), summary(res));
+  }
+}
+
+TEST_CASE("all_to_all split sizes too large for any tensor are ShapeErrors, not overflows") {
+  run_local_ranks(2, [](ProcessGroup& pg) {
+    const int64_t big = int64_t{1} << 61, max = std::numeric_limits<int64_t>::max();
+    CHECK_THROWS_WITH_AS(pg.all_to_all(Tensor({1, 2}), {1, 3 * big}, {1, 0}),
+                         doctest::Contains("output_split_sizes [1, 6917529027641081856] add up to more than "
+                                           "1099511627776 elements of rows of 2"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(pg.all_to_all(Tensor({2, 3}), {1, 1}, {max, max}),
+                         doctest::Contains("input_split_sizes"), ShapeError);
+    CHECK(pg.recorder().size() == 0);
+  });
+}
+
 TEST_CASE("all_to_all: an uneven call on one rank and an equal one on another is a mismatch") {
   CHECK_THROWS_WITH_AS(run_local_ranks(
                            2,
@@ -76,7 +120,8 @@ TEST_CASE("all_to_all: an uneven call on one rank and an equal one on another is
                                pg.all_to_all(Tensor({2, 4}));
                            },
                            quick()),
-                       doctest::Contains("split sizes"), CollectiveMismatchError);
+                       doctest::Contains("all_to_all #0 (rows [*, 4] f32, split sizes, group world)"),
+                       CollectiveMismatchError);
 }
 
 TEST_CASE("all_to_all split lists that cannot fit are ShapeErrors before any communication") {

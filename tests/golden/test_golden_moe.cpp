@@ -108,6 +108,11 @@ TEST_CASE("router and MoE layer refuse bad input naming the rule and the values"
   nan.at({1, 2}) = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_WITH_AS(moe::topk_route(nan, 1), doctest::Contains("token 1's logit for expert 2 is nan"),
                        ShapeError);
+  for (const float inf : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    const Tensor t = Tensor::from({1, 3}, {inf, 1.f, 2.f});  // its softmax would be NaN
+    CHECK_THROWS_WITH_AS(moe::topk_route(t, 2), doctest::Contains("token 0's logit for expert 0 is"),
+                         ShapeError);
+  }
   const moe::Routing r = moe::topk_route(Tensor({2, 3}), 2);
   CHECK_THROWS_WITH_AS(moe::topk_route_backward(r, Tensor({2, 3}), {r.tokens_per_expert, 2, 2, 0.f}, 1.f),
                        doctest::Contains("dprobs must be [2, 2] like the probs, got [2, 3]"), ShapeError);

@@ -181,6 +181,15 @@ TEST_CASE("relay arithmetic: inputs it cannot carry are named, not carried") {
   CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&fits, &expects_less}).error ==
         "rank 0 sends 4 bytes to rank 1, which expects 2 bytes from rank 0");
   CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&fits, &fits}).out.size() == 2);
+  // A result a reply frame cannot carry is named before anything is built: 2 × 40 MiB to rank 0.
+  const uint64_t mib40 = uint64_t{40} << 20;
+  const Bytes to_zero = with_header({mib40, 0}, {mib40, mib40}, Bytes(mib40));
+  const Bytes from_one = with_header({mib40, 0}, {0, 0}, Bytes(mib40));
+  CHECK(carry_collective(OpKind::all_to_all, ReduceOp::sum, -1, {&to_zero, &from_one}).error ==
+        "rank 0 would receive 83886080 bytes, more than one relay frame carries (67108864 bytes)");
+  const Bytes shard(mib40);
+  CHECK(carry_collective(OpKind::all_gather, ReduceOp::sum, -1, {&shard, &shard}).error ==
+        "rank 0 would receive 83886080 bytes, more than one relay frame carries (67108864 bytes)");
   CHECK(carry_collective(OpKind::broadcast, ReduceOp::sum, 2, {&six, &six}).error ==
         "a root outside the group");
   CHECK(carry_collective(OpKind::send, ReduceOp::sum, -1, {&six}).error == "not a collective");

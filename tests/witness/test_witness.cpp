@@ -218,19 +218,29 @@ TEST_CASE("judge: a record that matches the relay passes; a forged op, a hidden 
   SUBCASE("an all_to_all whose record states other bytes per peer than the relay carried") {
     json a = rec("all_to_all", 0, 6);
     a["send_bytes"] = {8, 16};
-    json b = a;
+    a["recv_bytes"] = {8, 8};
+    json b = a, c = a;
     b["send_bytes"] = {16, 8};
+    c["recv_bytes"] = {8, 16};
     json carried0 = seen(0, "all_to_all", 24), carried1 = seen(1, "all_to_all", 24);
-    carried0["send_bytes"] = {8, 16};
-    carried1["send_bytes"] = {8, 16};
+    for (json* l : {&carried0, &carried1}) {
+      (*l)["send_bytes"] = {8, 16};
+      (*l)["recv_bytes"] = {8, 8};
+    }
     CHECK(judge({json::array({a}), json::array({a})}, forward({carried0, carried1})) == "");
     const std::string p = judge({json::array({a}), json::array({b})}, forward({carried0, carried1}));
     CHECK_MESSAGE(
         testing::contains(p,
                           "rank 1: group tp, call 1: the record lists all_to_all of 24 bytes (to each "
-                          "rank: 16, 8) in phase forward, the relay carried all_to_all of 24 bytes (to "
-                          "each rank: 8, 16)"),
+                          "rank: 16, 8; from each: 8, 8) in phase forward, the relay carried "
+                          "all_to_all of 24 bytes (to each rank: 8, 16; from each: 8, 8)"),
         p);
+    const std::string q = judge({json::array({c}), json::array({a})}, forward({carried0, carried1}));
+    CHECK_MESSAGE(
+        testing::contains(q,
+                          "rank 0: group tp, call 1: the record lists all_to_all of 24 bytes (to each "
+                          "rank: 8, 16; from each: 8, 16)"),
+        q);
   }
   SUBCASE("a protocol violation") {
     const std::string p = judge({ar, ar}, forward({seen(0, "all_reduce", 32),
