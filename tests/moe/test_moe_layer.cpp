@@ -12,6 +12,8 @@
 #include <mutex>
 
 #include "engine/error.h"
+#include "engine/model/finalize_grads.h"
+#include "engine/model/finalize_moe_grads.h"
 #include "engine/moe/comm_volume.h"
 #include "engine/moe/moe_layer.h"
 #include "engine/ops/ops.h"
@@ -92,6 +94,7 @@ struct RankOut {
   int dp_rank = 0, ep_rank = 0, etp_rank = 0;
   int64_t first_expert = 0;
   std::vector<moe::ExpertShard> expert_grads;
+  moe::MoEGrads finalized;  // after finalize_moe_grads and the dense DP average of the router
   std::vector<std::string> labels;
 };
 
@@ -170,8 +173,15 @@ void check_layout(const Layout& L, bool ties) {
     const Tensor dy = randn({kS, kB, kH}, 2000 + static_cast<unsigned>(ps.dp_rank()), 1.f);
     mine.dx = moe::moe_backward(token_rows(dy, first, per_rank), w, o, eps, st, 1.f, g);
     mine.aux = st.aux_loss;
-    mine.router_grad = g.router;
-    mine.expert_grads = g.experts;
+    mine.router_grad = g.router.clone();
+    for (const moe::ExpertShard& s : g.experts)
+      mine.expert_grads.push_back({s.gate.clone(), s.up.clone(), s.fc2.clone()});
+    if (L.sp || L.tp == 1) {
+      model::finalize_moe_grads(g, eps, L.sp ? &ps.tp() : nullptr, ps.dp_size());
+      std::vector<Tensor*> dense{&g.router};
+      model::allreduce_data_parallel_grads(dense, ps.dp());
+      mine.finalized = g;
+    }
     mine.dp_rank = ps.dp_rank();
     mine.ep_rank = eps.ep_rank();
     mine.etp_rank = eps.etp_rank();
@@ -209,6 +219,26 @@ void check_layout(const Layout& L, bool ties) {
           doctest::Approx(auxes[static_cast<std::size_t>(d)]).epsilon(1e-5));
   if (!L.sp && L.tp > 1) return;  // replicated tokens: every TP rank computed the same gradients twice
   expect_close(router_sum, grads.at("mlp.router.weight"), "router gradient summed over the world");
+  // After finalize_moe_grads: every rank holds the global batch's mean gradient of what it owns.
+  const float mean = 1.f / static_cast<float>(dp);
+  for (int r = 0; r < L.world; ++r) {
+    const RankOut& o = out[static_cast<std::size_t>(r)];
+    const std::string who = "rank " + std::to_string(r) + " after finalize_moe_grads: ";
+    Tensor router = grads.at("mlp.router.weight").clone();
+    ops::scale_(router, mean);
+    expect_close(o.finalized.router, router, who + "router");
+    const int64_t f = kF / L.etp, q = o.etp_rank;
+    for (std::size_t k = 0; k < o.finalized.experts.size(); ++k) {
+      const int64_t e = o.first_expert + static_cast<int64_t>(k);
+      Tensor gate = grads.at(expert_name(e, "linear_gate")).slice0(q * f, (q + 1) * f).clone(),
+             up = grads.at(expert_name(e, "linear_up")).slice0(q * f, (q + 1) * f).clone(),
+             fc2 = grads.at(expert_name(e, "linear_fc2")).narrow_copy(1, q * f, f);
+      for (Tensor* t : {&gate, &up, &fc2}) ops::scale_(*t, mean);
+      expect_close(o.finalized.experts[k].gate, gate, who + "expert " + std::to_string(e) + " gate");
+      expect_close(o.finalized.experts[k].up, up, who + "expert " + std::to_string(e) + " up");
+      expect_close(o.finalized.experts[k].fc2, fc2, who + "expert " + std::to_string(e) + " fc2");
+    }
+  }
   REQUIRE(expert_sum.size() == static_cast<std::size_t>(kE * L.etp));
   for (const auto& [key, s] : expert_sum) {
     const auto [e, q] = key;
