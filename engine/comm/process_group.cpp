@@ -81,6 +81,18 @@ uint32_t split_tag_of(uint64_t seq) {
   return (1u << 22) | static_cast<uint32_t>(seq % (1u << 20));
 }
 
+/// The emulated time of an uneven all_to_all on this rank: its pairwise steps' latency, then the larger of
+/// what it sends to and receives from the other ranks at the link's bandwidth (equal splits give
+/// LinkModel::seconds' (n-1)/n·S).
+double uneven_seconds(const LinkModel& link, const std::vector<uint64_t>& send_bytes,
+                      const std::vector<uint64_t>& recv_bytes, int rank, int n) {
+  uint64_t sent = 0, received = 0;
+  for (std::size_t j = 0; j < send_bytes.size(); ++j)
+    if (static_cast<int>(j) != rank) sent += send_bytes[j], received += recv_bytes[j];
+  return wire_steps(OpKind::all_to_all, n) * link.latency_s +
+         static_cast<double>(std::max(sent, received)) / link.bandwidth_Bps;
+}
+
 /// Bytes of one row (dim 0 slice) of an all_to_all's tensor: how split sizes in bytes become rows.
 uint64_t row_bytes(const Shape& shape, DType dtype) {
   int64_t row = 1;
@@ -318,7 +330,8 @@ void ProcessGroup::run(const Call& c, const Body& body, const WorkPtr& work) {
     const auto payload_start = std::chrono::steady_clock::now();
     body(c);
     if (c.opts.link.enabled()) {
-      const double t = c.opts.link.seconds(c.op, size_, c.tensor_bytes, rank_, c.peer);
+      const double t = c.uneven ? uneven_seconds(c.opts.link, c.send_bytes, c.recv_bytes, rank_, size_)
+                                : c.opts.link.seconds(c.op, size_, c.tensor_bytes, rank_, c.peer);
       std::this_thread::sleep_until(
           payload_start +
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(t)));

@@ -153,3 +153,22 @@ TEST_CASE("all_to_all split lists that cannot fit are ShapeErrors before any com
     CHECK(pg.recorder().records().at(0).seq == 0);
   });
 }
+
+TEST_CASE("all_to_all with split sizes under link emulation takes the time of what a rank moves") {
+  comm::GroupOptions o = quick();
+  o.link = comm::LinkModel::parse("10MB/s,0us");
+  run_local_ranks(
+      2,
+      [](ProcessGroup& pg) {
+        // Rank 0 sends 1 MiB to rank 1 and nothing comes back: both take ≥ 0.105 s at 10 MB/s (rank 0
+        // sends it, rank 1 receives it); an all-to-all of 4 bytes each way takes microseconds.
+        const int64_t rows = 256 * 1024;
+        const bool zero = pg.rank() == 0;
+        pg.all_to_all(Tensor({zero ? rows + 1 : 1, 1}),
+                      zero ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{rows, 1},
+                      zero ? std::vector<int64_t>{1, rows} : std::vector<int64_t>{0, 1}, {"big"});
+        const auto r = pg.recorder().query({comm::OpKind::all_to_all, "", "big"}).at(0);
+        CHECK(r.t_end - r.t_start >= 1024.0 * 1024.0 / 10e6);
+      },
+      o);
+}
