@@ -67,7 +67,7 @@ std::size_t LlamaLayerActs::bytes() const {
 }
 
 void LlamaLayerSpec::validate(int64_t s) const {
-  TPSP_CHECK(hidden > 0 && heads > 0 && ffn > 0 && query_groups >= 0,
+  TPSP_CHECK(hidden > 0 && heads > 0 && (ffn > 0 || has_moe()) && query_groups >= 0,
              "llama layer: sizes must be positive, got h=", hidden, " heads=", heads, " ffn=", ffn,
              " query_groups=", query_groups);
   TPSP_CHECK(hidden % heads == 0, "llama layer: hidden=", hidden, " is not divisible by heads=", heads);
@@ -81,7 +81,16 @@ void LlamaLayerSpec::validate(int64_t s) const {
 
 std::vector<std::pair<std::string, Shape>> llama_layer_parameter_shapes(const LlamaLayerSpec& spec,
                                                                         const std::string& p) {
-  return llama_layer_shapes(spec.hidden, spec.heads, spec.groups(), spec.ffn, spec.qk_layernorm, p);
+  auto shapes = llama_layer_shapes(spec.hidden, spec.heads, spec.groups(), spec.has_moe() ? 1 : spec.ffn,
+                                   spec.qk_layernorm, p);
+  if (!spec.has_moe()) return shapes;
+  std::erase_if(shapes, [](const auto& e) {
+    return e.first.find(".mlp.") != std::string::npos || e.first.rfind("mlp.", 0) == 0;
+  });
+  MoELayerSpec moe = spec.moe;
+  moe.hidden = spec.hidden;
+  for (auto& e : moe_layer_parameter_shapes(moe, p)) shapes.push_back(e);
+  return shapes;
 }
 
 Tensor llama_layer_forward(const Tensor& x, const ParamMap& P, const std::string& p,
@@ -120,6 +129,11 @@ Tensor llama_layer_forward(const Tensor& x, const ParamMap& P, const std::string
   L.x_mid = ops::add(x, proj);
 
   L.ln2 = ops::rmsnorm_forward(L.x_mid, param(P, p + "pre_mlp_layernorm.weight"), spec.norm_eps);
+  if (spec.has_moe()) {
+    MoELayerSpec moe = spec.moe;
+    moe.hidden = spec.hidden;
+    return ops::add(L.x_mid, moe_layer_forward(L.ln2.y, P, p, moe, L.moe));
+  }
   L.gate_up = cat({linear_forward(L.ln2.y, param(P, p + "mlp.linear_gate.weight"), none),
                    linear_forward(L.ln2.y, param(P, p + "mlp.linear_up.weight"), none)},
                   2);
@@ -130,19 +144,26 @@ Tensor llama_layer_forward(const Tensor& x, const ParamMap& P, const std::string
 Tensor llama_layer_backward(const Tensor& dy, const ParamMap& P, const std::string& p,
                             const LlamaLayerSpec& spec, const LlamaLayerActs& L, ParamMap& G) {
   const int64_t d = spec.head_dim();
-  // MLP block: y = x_mid + fc2(silu(gate(m)) ⊙ up(m)), m = RMSNorm(x_mid).
-  const LinearGrads fc2 = linear_backward(dy, L.act, param(P, p + "mlp.linear_fc2.weight"), false);
-  accumulate(G, p + "mlp.linear_fc2.weight", fc2.dw);
-  const Tensor dgate_up = ops::swiglu_backward(fc2.dx, L.gate_up);
-  const LinearGrads gate = linear_backward(dgate_up.narrow_copy(2, 0, spec.ffn), L.ln2.y,
-                                           param(P, p + "mlp.linear_gate.weight"), false);
-  const LinearGrads up = linear_backward(dgate_up.narrow_copy(2, spec.ffn, spec.ffn), L.ln2.y,
-                                         param(P, p + "mlp.linear_up.weight"), false);
-  accumulate(G, p + "mlp.linear_gate.weight", gate.dw);
-  accumulate(G, p + "mlp.linear_up.weight", up.dw);
-  const Tensor dln2 =
-      ops::rmsnorm_backward(ops::add(gate.dx, up.dx), L.x_mid, param(P, p + "pre_mlp_layernorm.weight"),
-                            L.ln2.rstd, grad_buffer(G, p + "pre_mlp_layernorm.weight"));
+  // MLP block: y = x_mid + fc2(silu(gate(m)) ⊙ up(m)), m = RMSNorm(x_mid); or y = x_mid + MoE(m).
+  Tensor dm;
+  if (spec.has_moe()) {
+    MoELayerSpec moe = spec.moe;
+    moe.hidden = spec.hidden;
+    dm = moe_layer_backward(dy, P, p, moe, L.moe, 1.f, G);
+  } else {
+    const LinearGrads fc2 = linear_backward(dy, L.act, param(P, p + "mlp.linear_fc2.weight"), false);
+    accumulate(G, p + "mlp.linear_fc2.weight", fc2.dw);
+    const Tensor dgate_up = ops::swiglu_backward(fc2.dx, L.gate_up);
+    const LinearGrads gate = linear_backward(dgate_up.narrow_copy(2, 0, spec.ffn), L.ln2.y,
+                                             param(P, p + "mlp.linear_gate.weight"), false);
+    const LinearGrads up = linear_backward(dgate_up.narrow_copy(2, spec.ffn, spec.ffn), L.ln2.y,
+                                           param(P, p + "mlp.linear_up.weight"), false);
+    accumulate(G, p + "mlp.linear_gate.weight", gate.dw);
+    accumulate(G, p + "mlp.linear_up.weight", up.dw);
+    dm = ops::add(gate.dx, up.dx);
+  }
+  const Tensor dln2 = ops::rmsnorm_backward(dm, L.x_mid, param(P, p + "pre_mlp_layernorm.weight"), L.ln2.rstd,
+                                            grad_buffer(G, p + "pre_mlp_layernorm.weight"));
   const Tensor dx_mid = ops::add(dy, dln2);
 
   // Attention block: x_mid = x_in + proj(attention(rope(norm(q)), rope(norm(k)), v)).

@@ -26,6 +26,7 @@
 #include "engine/model/config.h"
 #include "engine/ops/ops.h"
 #include "engine/ops/rmsnorm.h"
+#include "reference/moe_layer.h"
 #include "reference/transformer_layer.h"
 
 namespace tpsp::reference {
@@ -44,6 +45,10 @@ struct LlamaLayerSpec {
   bool qk_layernorm = false;
   std::vector<int64_t> positions;
   std::vector<int64_t> cu_seqlens;
+  /// With moe.num_experts > 0 the MLP is the MoE layer of reference/moe_layer.h (moe.hidden is taken
+  /// from hidden); ffn is then unused.
+  MoELayerSpec moe{};
+  bool has_moe() const { return moe.num_experts > 0; }
   int64_t groups() const { return query_groups > 0 ? query_groups : heads; }
   int64_t head_dim() const { return hidden / heads; }
   /// Throws ShapeError naming the rule: positive sizes, hidden % heads, heads % groups, an even head
@@ -64,6 +69,7 @@ struct LlamaLayerActs {
   ops::RMSNormOut ln2;  // pre_mlp_layernorm
   Tensor gate_up;       // [s, b, 2·ffn] = [gate | up]
   Tensor act;           // silu(gate) ⊙ up [s, b, ffn]
+  MoELayerActs moe;     // the MoE layer's (spec.has_moe()); moe.aux_loss: its load-balancing loss
   std::vector<int64_t> positions;
   /// Bytes of the tensors above.
   std::size_t bytes() const;
@@ -79,8 +85,9 @@ Tensor llama_layer_forward(const Tensor& x, const ParamMap& params, const std::s
                            const LlamaLayerSpec& spec, LlamaLayerActs& acts);
 
 /// dy [s, b, h] → dx [s, b, h]; ADDS every parameter gradient into grads["<prefix>…"] (which must exist
-/// with the parameters' shapes). A group's k and v gradients are the sums over its query heads; the
-/// q/k_layernorm weights' gradients the sums over every head.
+/// with the parameters' shapes). An MoE layer's load-balancing loss enters with weight 1. A group's k and v
+/// gradients are the sums over its query heads; the q/k_layernorm weights' gradients the sums over every
+/// head.
 Tensor llama_layer_backward(const Tensor& dy, const ParamMap& params, const std::string& prefix,
                             const LlamaLayerSpec& spec, const LlamaLayerActs& acts, ParamMap& grads);
 

@@ -5,7 +5,7 @@
 namespace tpsp::model {
 
 void LlamaLayerConfig::validate(int tp) const {
-  TPSP_CHECK(hidden > 0 && heads > 0 && ffn > 0 && num_query_groups >= 0 && tp > 0,
+  TPSP_CHECK(hidden > 0 && heads > 0 && (ffn > 0 || moe()) && num_query_groups >= 0 && tp > 0,
              "llama layer: sizes must be positive, got h=", hidden, " heads=", heads, " ffn=", ffn,
              " num_query_groups=", num_query_groups, " tp=", tp);
   TPSP_CHECK(hidden % heads == 0, "llama layer: hidden=", hidden, " is not divisible by heads=", heads);
@@ -14,7 +14,12 @@ void LlamaLayerConfig::validate(int tp) const {
   TPSP_CHECK(head_dim() % 2 == 0, "llama layer: head_dim=", head_dim(),
              " is odd; rotary embedding rotates pairs (i, i + d/2)");
   TPSP_CHECK(heads % tp == 0, "llama layer: heads=", heads, " is not divisible by tp=", tp);
-  TPSP_CHECK(ffn % tp == 0, "llama layer: ffn=", ffn, " is not divisible by tp=", tp);
+  TPSP_CHECK(moe() || ffn % tp == 0, "llama layer: ffn=", ffn, " is not divisible by tp=", tp);
+  TPSP_CHECK(!moe() || moe_ffn_hidden_size > 0, "llama layer: moe_ffn_hidden_size=", moe_ffn_hidden_size,
+             " must be positive");
+  TPSP_CHECK(!moe() || (moe_router_topk >= 1 && moe_router_topk <= num_moe_experts),
+             "llama layer: moe_router_topk=", moe_router_topk,
+             " must be between 1 and num_moe_experts=", num_moe_experts);
   TPSP_CHECK(groups() % tp == 0 || tp % groups() == 0, "llama layer: num_query_groups=", groups(),
              " and tp=", tp,
              ": one must divide the other (whole groups per rank, or tp/groups ranks sharing a group)");

@@ -44,10 +44,14 @@ std::map<std::string, Tensor> fuse_llama_layer(const std::map<std::string, Tenso
                                                const LlamaLayerConfig& cfg, const std::string& p) {
   const auto part = [&](const std::string& n) { return whole_param(W, n); };
   std::map<std::string, Tensor> out;
-  for (const char* n : {"self_attention.linear_qkv.weight", "mlp.linear_fc1.weight"})
-    out[p + n] = fuse_llama_weight(p + n, cfg, part);
+  out[p + "self_attention.linear_qkv.weight"] =
+      fuse_llama_weight(p + "self_attention.linear_qkv.weight", cfg, part);
   std::vector<std::string> rest{"input_layernorm.weight", "pre_mlp_layernorm.weight",
-                                "self_attention.linear_proj.weight", "mlp.linear_fc2.weight"};
+                                "self_attention.linear_proj.weight"};
+  if (!cfg.moe()) {  // an MoE layer's weights are cut by shard_moe_layer, not fused
+    out[p + "mlp.linear_fc1.weight"] = fuse_llama_weight(p + "mlp.linear_fc1.weight", cfg, part);
+    rest.push_back("mlp.linear_fc2.weight");
+  }
   if (cfg.qk_layernorm)
     rest.insert(rest.end(), {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"});
   for (const std::string& n : rest) out[p + n] = whole_param(W, p + n);
@@ -77,6 +81,28 @@ std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tens
   std::map<std::string, Tensor> out;
   for (const auto& [name, whole] : fuse_llama_layer(W, cfg, p))
     out[name] = shard_of(whole, specs.at(name).placement, r, tp);
+  return out;
+}
+
+std::string moe_expert_prefix(const std::string& prefix, int64_t expert) {
+  return prefix + "mlp.experts.local_experts." + std::to_string(expert) + ".";
+}
+
+std::map<std::string, Tensor> shard_moe_layer(const std::map<std::string, Tensor>& W,
+                                              const LlamaLayerConfig& cfg, const std::string& p, int ep,
+                                              int etp, int ep_rank, int etp_rank) {
+  TPSP_CHECK(cfg.moe(), "shard_moe_layer: the layer has no MoE (num_moe_experts=0)");
+  TPSP_CHECK(cfg.moe_ffn_hidden_size % etp == 0, "moe_ffn_hidden_size=", cfg.moe_ffn_hidden_size,
+             " is not divisible by expert_tensor_parallel_size=", etp);
+  const auto [first, local] = moe::ExpertParallelState::local_experts(cfg.num_moe_experts, ep, ep_rank);
+  const int64_t f = cfg.moe_ffn_hidden_size / etp, c0 = etp_rank * f;
+  std::map<std::string, Tensor> out{{p + "mlp.router.weight", whole_param(W, p + "mlp.router.weight")}};
+  for (int64_t e = first; e < first + local; ++e) {
+    const std::string x = moe_expert_prefix(p, e);
+    out[x + "linear_gate.weight"] = whole_param(W, x + "linear_gate.weight").slice0(c0, c0 + f).clone();
+    out[x + "linear_up.weight"] = whole_param(W, x + "linear_up.weight").slice0(c0, c0 + f).clone();
+    out[x + "linear_fc2.weight"] = whole_param(W, x + "linear_fc2.weight").narrow_copy(1, c0, f);
+  }
   return out;
 }
 

@@ -30,7 +30,9 @@ std::size_t LlamaLayerSaved::bytes() const {
   for (const Tensor* t : {&x_in, &x_mid, &ln1.y, &ln1.rstd, &ln2.y, &ln2.rstd, &q_raw, &k_raw, &v, &q_norm.y,
                           &q_norm.rstd, &k_norm.y, &k_norm.rstd, &qkv, &attn.out, &attn.probs, &gate_up})
     n += t->nbytes();
-  return n + fc2_in.input.nbytes();
+  for (const std::vector<Tensor>* ts : {&moe.xin, &moe.gate_up, &moe.act})  // an MoE layer's experts
+    for (const Tensor& t : *ts) n += t.nbytes();
+  return n + fc2_in.input.nbytes() + moe.combined.nbytes();
 }
 
 LlamaLayer::LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map<std::string, Tensor>& P,
@@ -49,13 +51,37 @@ LlamaLayer::LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map
       qkv_(P.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(),
            G.at(prefix_ + "self_attention.linear_qkv.weight"), Tensor(), layer_linear_options(sp, overlap),
            prefix_ + "self_attention.linear_qkv"),
-      fc1_(P.at(prefix_ + "mlp.linear_fc1.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc1.weight"),
-           Tensor(), layer_linear_options(sp, overlap), prefix_ + "mlp.linear_fc1"),
       proj_(P.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(),
             G.at(prefix_ + "self_attention.linear_proj.weight"), Tensor(), layer_linear_options(sp, overlap),
-            prefix_ + "self_attention.linear_proj"),
-      fc2_(P.at(prefix_ + "mlp.linear_fc2.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc2.weight"),
-           Tensor(), layer_linear_options(sp, overlap), prefix_ + "mlp.linear_fc2") {}
+            prefix_ + "self_attention.linear_proj") {
+  if (!cfg_.moe()) {
+    fc1_.emplace(P.at(prefix_ + "mlp.linear_fc1.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc1.weight"),
+                 Tensor(), layer_linear_options(sp, overlap), prefix_ + "mlp.linear_fc1");
+    fc2_.emplace(P.at(prefix_ + "mlp.linear_fc2.weight"), Tensor(), G.at(prefix_ + "mlp.linear_fc2.weight"),
+                 Tensor(), layer_linear_options(sp, overlap), prefix_ + "mlp.linear_fc2");
+    return;
+  }
+  const auto at = [&](std::map<std::string, Tensor>& m, const std::string& name) -> Tensor& {
+    const auto it = m.find(name);
+    TPSP_CHECK(it != m.end(), prefix_, "MoE layer: parameter '", name, "' is missing");
+    return it->second;
+  };
+  moe_w_.router = at(P, prefix_ + "mlp.router.weight");
+  moe_g_.router = at(G, prefix_ + "mlp.router.weight");
+  for (int64_t e = 0; e < cfg_.num_moe_experts; ++e) {  // the local experts: those the maps hold
+    const std::string p = moe_expert_prefix(prefix_, e);
+    if (P.find(p + "linear_gate.weight") == P.end()) continue;
+    moe_w_.experts.push_back(
+        {at(P, p + "linear_gate.weight"), at(P, p + "linear_up.weight"), at(P, p + "linear_fc2.weight")});
+    moe_g_.experts.push_back(
+        {at(G, p + "linear_gate.weight"), at(G, p + "linear_up.weight"), at(G, p + "linear_fc2.weight")});
+  }
+}
+
+moe::MoEOptions LlamaLayer::moe_options(const LayerContext& ctx) const {
+  return {cfg_.num_moe_experts, cfg_.moe_router_topk, cfg_.moe_aux_loss_coeff,
+          ctx.sequence_parallel ? ctx.tp : nullptr, prefix_ + "mlp"};
+}
 
 Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerContext& ctx,
                            const std::vector<int64_t>& positions) const {
@@ -69,6 +95,11 @@ Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerConte
              "forward: input ", shape_str(x.shape()), " disagrees with LayerContext s=", ctx.seq,
              " b=", ctx.batch, " h=", cfg_.hidden,
              ctx.sequence_parallel ? " under SP ([s/tp, b, h])" : " ([s, b, h])");
+  TPSP_CHECK(!cfg_.moe() || ctx.experts != nullptr, prefix_,
+             "forward: an MoE layer needs LayerContext.experts");
+  TPSP_CHECK(!cfg_.moe() || tp == 1 || ctx.sequence_parallel, prefix_, "forward: an MoE layer at tp=", tp,
+             " needs sequence parallelism (Megatron's rule: without it every TP rank would dispatch the same "
+             "tokens)");
   TPSP_CHECK(positions.empty() || static_cast<int64_t>(positions.size()) == ctx.seq, prefix_,
              "forward: ", positions.size(), " positions for s=", ctx.seq, " tokens");
   S.positions = positions.empty() ? rotary_positions(x.size(0), ctx) : positions;
@@ -100,17 +131,31 @@ Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerConte
   S.x_mid = ops::add(x, proj_.forward(S.attn.out, S.proj_in, *ctx.tp));
 
   S.ln2 = ops::rmsnorm_forward(S.x_mid, ln2_w_, cfg_.norm_eps);
-  S.gate_up = fc1_.forward(S.ln2.y, S.fc1_in, *ctx.tp);  // [gate_r | up_r]
-  return ops::add(S.x_mid, fc2_.forward(ops::swiglu_forward(S.gate_up), S.fc2_in, *ctx.tp));
+  if (cfg_.moe()) {  // the MoE layer on this rank's tokens: its sequence shard under SP, flattened
+    const Tensor tokens = S.ln2.y.reshape({S.ln2.y.size(0) * S.ln2.y.size(1), cfg_.hidden});
+    const Tensor y = moe::moe_forward(tokens, moe_w_, moe_options(ctx), *ctx.experts, S.moe);
+    S.aux_loss = S.moe.aux_loss;
+    return ops::add(S.x_mid, y.reshape(S.x_mid.shape()));
+  }
+  S.gate_up = fc1_->forward(S.ln2.y, S.fc1_in, *ctx.tp);  // [gate_r | up_r]
+  return ops::add(S.x_mid, fc2_->forward(ops::swiglu_forward(S.gate_up), S.fc2_in, *ctx.tp));
 }
 
 Tensor LlamaLayer::backward(const Tensor& dy, const LlamaLayerSaved& S, const LayerContext& ctx) {
   const int tp = ctx.tp->size(), r = ctx.tp->rank();
   const int64_t d = cfg_.head_dim();
   const LocalHeads L = local_heads(cfg_, r, tp);
-  // MLP block: y = x_mid + fc2(swiglu(fc1(RMSNorm(x_mid)))).
-  const Tensor dact = fc2_.backward(dy, S.fc2_in, *ctx.tp);
-  const Tensor dm = fc1_.backward(ops::swiglu_backward(dact, S.gate_up), S.fc1_in, *ctx.tp);
+  // MLP block: y = x_mid + fc2(swiglu(fc1(RMSNorm(x_mid)))), or x_mid + MoE(RMSNorm(x_mid)) whose
+  // load-balancing loss enters the loss with weight 1 (Megatron's MoEAuxLossAutoScaler at its default).
+  Tensor dm;
+  if (cfg_.moe()) {
+    const Tensor dtokens = dy.reshape({dy.size(0) * dy.size(1), cfg_.hidden});
+    dm = moe::moe_backward(dtokens, moe_w_, moe_options(ctx), *ctx.experts, S.moe, 1.f, moe_g_)
+             .reshape(dy.shape());
+  } else {
+    const Tensor dact = fc2_->backward(dy, S.fc2_in, *ctx.tp);
+    dm = fc1_->backward(ops::swiglu_backward(dact, S.gate_up), S.fc1_in, *ctx.tp);
+  }
   const Tensor dx_mid = ops::add(dy, ops::rmsnorm_backward(dm, S.x_mid, ln2_w_, S.ln2.rstd, dln2_w_));
 
   // Attention block: x_mid = x_in + proj(attention(rope(norm(q)), rope(norm(k)), v)).

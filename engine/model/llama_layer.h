@@ -7,7 +7,10 @@
 //              → causal grouped-query attention on the local heads → linear_proj RowParallelLinear;
 //   MLP:       RMSNorm → linear_fc1 ColumnParallelLinear of the FUSED [W_gate; W_up] split with stride 2
 //              (rank r holds gate's r-th and up's r-th row blocks, so its output is [gate_r | up_r]) →
-//              SwiGLU → linear_fc2 RowParallelLinear.
+//              SwiGLU → linear_fc2 RowParallelLinear; or, with LlamaLayerConfig::moe(), RMSNorm → the MoE
+//              layer (engine/moe/moe_layer.h: router, all-to-all dispatch over EP, experts split over ETP)
+//              on this rank's tokens, which needs SP when tp > 1 (Megatron's rule) and the expert groups
+//              in LayerContext::experts; its load-balancing loss enters with weight 1.
 // Groups over ranks: with groups % tp == 0 each rank holds whole groups; with tp % groups == 0 the fused
 // weight is split evenly, the QKV activation all-gathered over TP along its last dim and each rank keeps
 // its group r / (tp/groups) with its heads/tp query heads (backward: the reduce-scatter of that gather
@@ -19,19 +22,22 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/model/llama_config.h"
 #include "engine/model/sharding.h"
 #include "engine/model/transformer_layer.h"
+#include "engine/moe/moe_layer.h"
 #include "engine/ops/rmsnorm.h"
 
 namespace tpsp::model {
 
 /// The whole UNFUSED parameters of one layer (llama_layer_shapes' names under `prefix`) → the whole FUSED
 /// ones: linear_qkv [groups·(heads/groups + 2)·d, h] (per group: its query heads' rows, k's, v's),
-/// linear_fc1 [2·ffn, h] = [W_gate; W_up], the others as they are. Throws ShapeError for a missing one.
+/// linear_fc1 [2·ffn, h] = [W_gate; W_up], the others as they are; an MoE layer's MLP weights are left
+/// out (shard_moe_layer cuts them). Throws ShapeError for a missing one.
 std::map<std::string, Tensor> fuse_llama_layer(const std::map<std::string, Tensor>& whole,
                                                const LlamaLayerConfig& cfg, const std::string& prefix);
 
@@ -56,6 +62,18 @@ std::map<std::string, Tensor> shard_llama_layer(const std::map<std::string, Tens
                                                 const LlamaLayerConfig& cfg, const std::string& prefix,
                                                 int rank, int tp);
 
+/// "<prefix>mlp.experts.local_experts.<expert>.": where an MoE layer's expert weights are named (by the
+/// expert's global index, as reference/moe_layer.h names them).
+std::string moe_expert_prefix(const std::string& prefix, int64_t expert);
+
+/// An MoE layer's whole weights (reference/moe_layer.h's names under `prefix`) → this rank's: the router
+/// [E, h] whole, and each local expert of EP rank ep_rank (experts ep_rank·E/EP …) cut over ETP: gate and
+/// up rows [etp_rank·f/ETP, …) [f/ETP, h], fc2 the same columns [h, f/ETP]. ShapeError for a layer
+/// without MoE, a missing weight, E not divisible by EP or f by ETP.
+std::map<std::string, Tensor> shard_moe_layer(const std::map<std::string, Tensor>& whole,
+                                              const LlamaLayerConfig& cfg, const std::string& prefix, int ep,
+                                              int etp, int ep_rank, int etp_rank);
+
 /// Activations one Llama layer keeps for backward on this rank.
 struct LlamaLayerSaved {
   Tensor x_in, x_mid;        // residual stream [s, b, h] or [s/tp, b, h] (SP)
@@ -67,6 +85,8 @@ struct LlamaLayerSaved {
   ops::AttentionOut attn;          // out [s, b, heads/tp·d], probs [b, heads/tp, s, s]
   ops::AttentionOptions attn_opt;
   Tensor gate_up;                  // [s, b, 2·ffn/tp] = [gate_r | up_r]
+  moe::MoEState moe;               // an MoE layer's (cfg.moe()): its routing, plan and expert activations
+  float aux_loss = 0.f;            // an MoE layer's load-balancing loss on this rank's tokens
   std::vector<int64_t> positions;  // the whole sequence's
   /// Bytes of every distinct buffer above (qkv_in = ln1.y, proj_in = attn.out, fc1_in = ln2.y are
   /// handles of tensors already counted; fc2_in is SwiGLU's output).
@@ -77,7 +97,8 @@ struct LlamaLayerSaved {
 class LlamaLayer {
  public:
   /// prefix: "decoder.layers.i."; params/grads: maps holding this layer's local shards
-  /// (shard_llama_layer's names). Throws ShapeError on a bad config for tp (validate).
+  /// (shard_llama_layer's names; an MoE layer's router and local expert shards: shard_moe_layer's).
+  /// Throws ShapeError on a bad config for tp (validate) or a missing parameter.
   LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map<std::string, Tensor>& params,
              std::map<std::string, Tensor>& grads, int tp, bool sequence_parallel,
              bool tp_comm_overlap = false);
@@ -97,8 +118,13 @@ class LlamaLayer {
   int tp_;
   Tensor ln1_w_, ln2_w_, qn_w_, kn_w_;
   Tensor dln1_w_, dln2_w_, dqn_w_, dkn_w_;
-  tensor_parallel::ColumnParallelLinear qkv_, fc1_;
-  tensor_parallel::RowParallelLinear proj_, fc2_;
+  tensor_parallel::ColumnParallelLinear qkv_;
+  tensor_parallel::RowParallelLinear proj_;
+  std::optional<tensor_parallel::ColumnParallelLinear> fc1_;  // the dense MLP (not cfg.moe())
+  std::optional<tensor_parallel::RowParallelLinear> fc2_;
+  moe::MoEWeights moe_w_;  // an MoE layer's router and local expert shards (handles into the maps)
+  moe::MoEGrads moe_g_;
+  moe::MoEOptions moe_options(const LayerContext& ctx) const;
 };
 
 }  // namespace tpsp::model

@@ -20,6 +20,10 @@
 #include "engine/ops/ops.h"
 #include "engine/tensor_parallel/layers.h"
 
+namespace tpsp::moe {
+class ExpertParallelState;
+}
+
 namespace tpsp::model {
 
 /// Where this rank sits, and the model-wide switches a layer needs.
@@ -35,6 +39,8 @@ struct LayerContext {
   /// Packed sequences: the [n + 1] boundaries of the s tokens of the one batch row (b = 1), which
   /// attention must not see across (engine/packed_seq.h); empty when the batch is not packed.
   std::vector<int64_t> cu_seqlens;
+  /// The expert groups of a layer whose MLP is an MoE layer (LlamaLayerConfig::moe()); null otherwise.
+  moe::ExpertParallelState* experts = nullptr;
 };
 
 /// Activations one layer keeps for backward on this rank.
