@@ -48,6 +48,7 @@ std::map<std::string, uint64_t> run_layout(const Config& c, const std::shared_pt
   moe::MoEWeights w;
   w.router = randn({c.experts, c.hidden}, 1, 0.02f);  // small logits: a near-uniform routing
   const auto [first, local] = moe::ExpertParallelState::local_experts(c.experts, ep, eps.ep_rank());
+  w.first_expert = first;
   const int64_t f = c.ffn / etp;
   for (int64_t e = first; e < first + local; ++e)
     w.experts.push_back({randn({f, c.hidden}, 10 + static_cast<unsigned>(e), 0.02f),
@@ -61,20 +62,20 @@ std::map<std::string, uint64_t> run_layout(const Config& c, const std::shared_pt
   moe::moe_backward(moe::moe_forward(x, w, o, eps, st), w, o, eps, st, 1.f, g);
   std::map<std::string, uint64_t> sent;
   for (const auto& rec : world->recorder().records()) sent[rec.label] += rec.bytes;
-  for (const char* label : kLabels) {  // max over ranks (exact in float32 below 2^24 KiB)
-    Tensor t = Tensor::full({1}, static_cast<float>(sent[label] / 1024));
+  for (const char* label : kLabels) {  // max over ranks, in quarter KiB (rows are multiples of 256 bytes)
+    Tensor t = Tensor::full({1}, static_cast<float>(sent[label] / 256));
     world->all_reduce(t, comm::ReduceOp::max, {"bench.max"});
-    sent[label] = static_cast<uint64_t>(t.data()[0]) * 1024;
+    sent[label] = static_cast<uint64_t>(t.data()[0]) * 256;
   }
   return sent;
 }
 
 /// Seconds of one rank's forward expert GEMMs (fc1 as gate and up, fc2) at the shapes of `v`.
-double gemm_seconds(const moe::MoEVolume& v, int64_t hidden) {
+double gemm_seconds(const moe::MoEVolume& v) {
   std::vector<std::pair<Tensor, Tensor>> work;  // (input, weight) per GEMM
   for (const moe::GemmShape& s : v.gemms)
     work.push_back({randn({s.m, s.k}, 3, 1.f), randn({s.n, s.k}, 4, 0.02f)});
-  (void)hidden;
+
   const double t0 = bench::now_seconds();
   for (const auto& [in, weight] : work) (void)ops::matmul_forward(in, weight);
   return bench::now_seconds() - t0;
@@ -133,7 +134,7 @@ int run_rank(const Config& c) {
   }
   double best[2] = {1e30, 1e30};
   for (int r = 0; r < c.repeats; ++r)
-    for (int i = 0; i < 2; ++i) best[i] = std::min(best[i], gemm_seconds(uniform[i], c.hidden));
+    for (int i = 0; i < 2; ++i) best[i] = std::min(best[i], gemm_seconds(uniform[i]));
   fmt::print(
       "expert GEMM time per rank, forward (best of {}, alternating): ETP=1 {:.2f} ms, ETP=2 {:.2f} ms, "
       "ratio {:.2f}\n",

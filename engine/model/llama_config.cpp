@@ -1,5 +1,7 @@
 #include "engine/model/llama_config.h"
 
+#include <cmath>
+
 #include "engine/error.h"
 
 namespace tpsp::model {
@@ -15,8 +17,11 @@ void LlamaLayerConfig::validate(int tp) const {
              " is odd; rotary embedding rotates pairs (i, i + d/2)");
   TPSP_CHECK(heads % tp == 0, "llama layer: heads=", heads, " is not divisible by tp=", tp);
   TPSP_CHECK(moe() || ffn % tp == 0, "llama layer: ffn=", ffn, " is not divisible by tp=", tp);
+  TPSP_CHECK(num_moe_experts >= 0, "llama layer: num_moe_experts=", num_moe_experts, " must not be negative");
   TPSP_CHECK(!moe() || moe_ffn_hidden_size > 0, "llama layer: moe_ffn_hidden_size=", moe_ffn_hidden_size,
              " must be positive");
+  TPSP_CHECK(!moe() || (std::isfinite(moe_aux_loss_coeff) && moe_aux_loss_coeff >= 0.f),
+             "llama layer: moe_aux_loss_coeff=", moe_aux_loss_coeff, " must be finite and not negative");
   TPSP_CHECK(!moe() || (moe_router_topk >= 1 && moe_router_topk <= num_moe_experts),
              "llama layer: moe_router_topk=", moe_router_topk,
              " must be between 1 and num_moe_experts=", num_moe_experts);

@@ -92,6 +92,8 @@ std::map<std::string, Tensor> shard_moe_layer(const std::map<std::string, Tensor
                                               const LlamaLayerConfig& cfg, const std::string& p, int ep,
                                               int etp, int ep_rank, int etp_rank) {
   TPSP_CHECK(cfg.moe(), "shard_moe_layer: the layer has no MoE (num_moe_experts=0)");
+  TPSP_CHECK(etp >= 1 && etp_rank >= 0 && etp_rank < etp, "shard_moe_layer: etp_rank=", etp_rank,
+             " is not a rank of expert_tensor_parallel_size=", etp);
   TPSP_CHECK(cfg.moe_ffn_hidden_size % etp == 0, "moe_ffn_hidden_size=", cfg.moe_ffn_hidden_size,
              " is not divisible by expert_tensor_parallel_size=", etp);
   const auto [first, local] = moe::ExpertParallelState::local_experts(cfg.num_moe_experts, ep, ep_rank);
@@ -99,6 +101,13 @@ std::map<std::string, Tensor> shard_moe_layer(const std::map<std::string, Tensor
   std::map<std::string, Tensor> out{{p + "mlp.router.weight", whole_param(W, p + "mlp.router.weight")}};
   for (int64_t e = first; e < first + local; ++e) {
     const std::string x = moe_expert_prefix(p, e);
+    for (const char* part : {"linear_gate.weight", "linear_up.weight"})
+      TPSP_CHECK(whole_param(W, x + part).shape() == Shape({cfg.moe_ffn_hidden_size, cfg.hidden}),
+                 "shard_moe_layer: '", x + part, "' is ", shape_str(whole_param(W, x + part).shape()),
+                 ", not [moe_ffn_hidden_size=", cfg.moe_ffn_hidden_size, ", hidden=", cfg.hidden, "]");
+    TPSP_CHECK(
+        whole_param(W, x + "linear_fc2.weight").shape() == Shape({cfg.hidden, cfg.moe_ffn_hidden_size}),
+        "shard_moe_layer: '", x, "linear_fc2.weight' is not [hidden, moe_ffn_hidden_size]");
     out[x + "linear_gate.weight"] = whole_param(W, x + "linear_gate.weight").slice0(c0, c0 + f).clone();
     out[x + "linear_up.weight"] = whole_param(W, x + "linear_up.weight").slice0(c0, c0 + f).clone();
     out[x + "linear_fc2.weight"] = whole_param(W, x + "linear_fc2.weight").narrow_copy(1, c0, f);

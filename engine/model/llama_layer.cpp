@@ -71,6 +71,9 @@ LlamaLayer::LlamaLayer(const LlamaLayerConfig& cfg, std::string prefix, std::map
   for (int64_t e = 0; e < cfg_.num_moe_experts; ++e) {  // the local experts: those the maps hold
     const std::string p = moe_expert_prefix(prefix_, e);
     if (P.find(p + "linear_gate.weight") == P.end()) continue;
+    if (moe_w_.experts.empty()) moe_w_.first_expert = e;
+    TPSP_CHECK(e == moe_w_.first_expert + static_cast<int64_t>(moe_w_.experts.size()), prefix_,
+               "MoE layer: the local experts must be consecutive (expert ", e, " follows a gap)");
     moe_w_.experts.push_back(
         {at(P, p + "linear_gate.weight"), at(P, p + "linear_up.weight"), at(P, p + "linear_fc2.weight")});
     moe_g_.experts.push_back(
@@ -97,6 +100,8 @@ Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerConte
              ctx.sequence_parallel ? " under SP ([s/tp, b, h])" : " ([s, b, h])");
   TPSP_CHECK(!cfg_.moe() || ctx.experts != nullptr, prefix_,
              "forward: an MoE layer needs LayerContext.experts");
+  if (cfg_.moe() && ctx.experts != nullptr)  // a rank holding other experts fails before its peers wait
+    moe::check_moe_weights(moe_w_, moe_options(ctx), *ctx.experts, cfg_.hidden);
   TPSP_CHECK(!cfg_.moe() || tp == 1 || ctx.sequence_parallel, prefix_, "forward: an MoE layer at tp=", tp,
              " needs sequence parallelism (Megatron's rule: without it every TP rank would dispatch the same "
              "tokens)");

@@ -28,6 +28,10 @@ MoEVolume moe_volume(const MoEVolumeSpec& s, const std::vector<int64_t>& counts,
   const int64_t E = s.num_experts, per = E / s.ep;
   TPSP_CHECK(static_cast<int64_t>(counts.size()) == s.ep * s.etp * E, "MoE volume: ", counts.size(),
              " counts for ", s.ep * s.etp, " tp_ep ranks × ", E, " experts");
+  TPSP_CHECK(ep_rank >= 0 && ep_rank < s.ep && etp_rank >= 0 && etp_rank < s.etp,
+             "MoE volume: (ep_rank=", ep_rank, ", etp_rank=", etp_rank, ") is not in a layout of EP=", s.ep,
+             " × ETP=", s.etp);
+  for (int64_t n : counts) TPSP_CHECK(n >= 0, "MoE volume: a count of ", n, " choices is negative");
   auto c = [&](int p, int64_t e) {
     return static_cast<uint64_t>(counts[static_cast<std::size_t>(p * E + e)]);
   };

@@ -42,7 +42,8 @@ struct MoEVolumeSpec {
 
 /// Exact volumes of the rank at (ep_rank, etp_rank) of a tp_ep block, from every tp_ep rank's choices per
 /// expert: counts[p·E + e] with p = ep_rank·ETP + etp_rank (the dispatcher's exchanged counts). Throws
-/// ShapeError when counts do not have EP·ETP·E entries or E is not divisible by EP.
+/// ShapeError when counts do not have EP·ETP·E entries or one is negative, a rank outside the layout, or
+/// E not divisible by EP.
 MoEVolume moe_volume(const MoEVolumeSpec& spec, const std::vector<int64_t>& counts, int ep_rank,
                      int etp_rank);
 

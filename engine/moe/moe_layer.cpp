@@ -5,17 +5,15 @@
 
 namespace tpsp::moe {
 
-namespace {
-
-void check_weights(const MoEWeights& w, const MoEOptions& o, ExpertParallelState& eps, int64_t h) {
+void check_moe_weights(const MoEWeights& w, const MoEOptions& o, ExpertParallelState& eps, int64_t h) {
   TPSP_CHECK(w.router.defined() && w.router.shape() == Shape({o.num_experts, h}),
              "MoE layer: the router must be [", o.num_experts, ", ", h, "], got ",
              w.router.defined() ? shape_str(w.router.shape()) : "nothing");
-  const int64_t local =
-      ExpertParallelState::local_experts(o.num_experts, eps.ep_size(), eps.ep_rank()).second;
-  TPSP_CHECK(static_cast<int64_t>(w.experts.size()) == local, "MoE layer: EP rank ", eps.ep_rank(), " holds ",
-             local, " experts (num_moe_experts=", o.num_experts,
-             " / expert_model_parallel_size=", eps.ep_size(), "), the weights have ", w.experts.size());
+  const auto [first, local] = ExpertParallelState::local_experts(o.num_experts, eps.ep_size(), eps.ep_rank());
+  TPSP_CHECK(static_cast<int64_t>(w.experts.size()) == local && w.first_expert == first,
+             "MoE layer: EP rank ", eps.ep_rank(), " holds experts ", first, "..", first + local - 1,
+             " (num_moe_experts=", o.num_experts, " / expert_model_parallel_size=", eps.ep_size(),
+             "), the weights hold ", w.experts.size(), " from expert ", w.first_expert);
   for (const ExpertShard& s : w.experts) {
     const int64_t f = s.gate.defined() ? s.gate.size(0) : -1;
     TPSP_CHECK(f >= 0 && s.gate.shape() == Shape({f, h}) && s.up.defined() && s.up.shape() == Shape({f, h}) &&
@@ -23,6 +21,8 @@ void check_weights(const MoEWeights& w, const MoEOptions& o, ExpertParallelState
                "MoE layer: an expert shard must be gate, up [f/etp, ", h, "] and fc2 [", h, ", f/etp]");
   }
 }
+
+namespace {
 
 /// The expert's partial output (its ETP shard of fc2's input columns): (silu(x·gateᵀ) ⊙ x·upᵀ)·fc2ᵀ.
 Tensor expert_forward(const Tensor& x, const ExpertShard& s, Tensor& gate_up, Tensor& act) {
@@ -36,21 +36,22 @@ Tensor expert_forward(const Tensor& x, const ExpertShard& s, Tensor& gate_up, Te
 Tensor moe_forward(const Tensor& x, const MoEWeights& w, const MoEOptions& o, ExpertParallelState& eps,
                    MoEState& st) {
   TPSP_CHECK(x.dim() == 2, "MoE layer: x must be [tokens, h], got ", shape_str(x.shape()));
-  check_weights(w, o, eps, x.size(1));
+  check_moe_weights(w, o, eps, x.size(1));
   st = MoEState{};
   st.x = x.to(DType::f32);
   st.routing = topk_route(ops::matmul_forward(st.x, w.router), o.topk);
   // The loss balances the whole sequence: counts over the sequence group, tokens of every shard.
   std::vector<int64_t> counts = st.routing.tokens_per_expert;
   int64_t total = st.x.size(0);
-  if (o.sequence_group != nullptr && o.sequence_group->size() > 1) {
-    Tensor c({o.num_experts});
+  if (o.sequence_group != nullptr && o.sequence_group->size() > 1) {  // [counts | tokens], summed
+    Tensor c({o.num_experts + 1});
     for (int64_t e = 0; e < o.num_experts; ++e)
       c.data()[e] = static_cast<float>(counts[static_cast<std::size_t>(e)]);
+    c.data()[o.num_experts] = static_cast<float>(total);
     o.sequence_group->all_reduce(c, comm::ReduceOp::sum, {o.label + ".aux_counts"});
     for (int64_t e = 0; e < o.num_experts; ++e)
       counts[static_cast<std::size_t>(e)] = static_cast<int64_t>(c.data()[e]);
-    total *= o.sequence_group->size();
+    total = static_cast<int64_t>(c.data()[o.num_experts]);
   }
   st.aux = {counts, total, o.topk, o.aux_loss_coeff};
   st.aux_loss = total > 0 ? switch_aux_loss(st.routing.scores, st.aux) : 0.f;
@@ -83,6 +84,10 @@ Tensor moe_backward(const Tensor& dy, const MoEWeights& w, const MoEOptions& o, 
       g.experts.push_back(
           {Tensor::zeros(s.gate.shape()), Tensor::zeros(s.up.shape()), Tensor::zeros(s.fc2.shape())});
   }
+  TPSP_CHECK(g.router.shape() == w.router.shape() && g.experts.size() == w.experts.size(),
+             "MoE layer backward: the gradients hold ", g.experts.size(), " experts and a router of ",
+             shape_str(g.router.shape()), ", the weights ", w.experts.size(), " and ",
+             shape_str(w.router.shape()));
   Tensor dprobs;
   const Tensor d_rows = unpermute_backward(dy.to(DType::f32), st.combined, st.routing.probs, st.plan, dprobs);
   const Tensor d_out = combine_rows_backward(d_rows, st.plan, eps, o.label);

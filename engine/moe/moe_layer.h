@@ -18,10 +18,12 @@ struct ExpertShard {
   Tensor gate, up, fc2;
 };
 
-/// This rank's parameters: the whole router [E, h] and its local experts' shards, in expert order.
+/// This rank's parameters: the whole router [E, h] and its local experts' shards, in expert order,
+/// starting at global expert `first_expert` (ExpertParallelState::local_experts of this EP rank).
 struct MoEWeights {
   Tensor router;
   std::vector<ExpertShard> experts;
+  int64_t first_expert = 0;
 };
 
 /// num_moe_experts, moe_router_topk, moe_aux_loss_coeff, and the group over which this rank's tokens
@@ -35,6 +37,12 @@ struct MoEOptions {
   comm::ProcessGroup* sequence_group = nullptr;
   std::string label = "moe";
 };
+
+/// ShapeError naming the rule unless `w` fits this rank of `eps` for hidden size h: the router [E, h],
+/// the local experts of this EP rank (count and first index: shards cut for another rank are refused),
+/// each shard gate, up [f/ETP, h] and fc2 [h, f/ETP]. moe_forward calls it; a layer calls it before its
+/// first collective so that a bad rank fails before its peers wait for it.
+void check_moe_weights(const MoEWeights& w, const MoEOptions& o, ExpertParallelState& eps, int64_t h);
 
 /// What forward keeps for backward.
 struct MoEState {
@@ -55,13 +63,14 @@ struct MoEGrads {
   std::vector<ExpertShard> experts;
 };
 
-/// x [T, h] → y [T, h]. ShapeError naming the rule: weights that do not fit (a local expert count other
-/// than num_experts / EP, shards of the wrong shape), x not [T, h].
+/// x [T, h] → y [T, h]. ShapeError naming the rule: weights that do not fit (check_moe_weights), x not
+/// [T, h], topk outside 1..E, a non-finite router logit (topk_route), E not divisible by EP, more than
+/// 2^24 choices on a rank (the counts travel as float32).
 Tensor moe_forward(const Tensor& x, const MoEWeights& w, const MoEOptions& o, ExpertParallelState& eps,
                    MoEState& state);
 
 /// dy [T, h] → dx [T, h] for Σ y·dy + daux·(this rank's aux loss); adds into `grads` (allocated here
-/// with zeros when empty).
+/// with zeros when empty; ShapeError when allocated for other weights).
 Tensor moe_backward(const Tensor& dy, const MoEWeights& w, const MoEOptions& o, ExpertParallelState& eps,
                     const MoEState& state, float daux, MoEGrads& grads);
 

@@ -3,7 +3,8 @@
 // experts by their logits, weight them by a softmax over the k chosen logits, and the Switch
 // Transformer load-balancing loss with its gradient. Sources: Megatron-LM megatron/core/transformer/moe/
 // router.py (TopKRouter) and moe_utils.py (topk_softmax_with_capacity, switch_load_balancing_loss_func);
-// Fedus et al. 2021 (Switch Transformer), eq. 4.
+// Fedus et al. 2021 (Switch Transformer), eq. 4. moe_aux_loss_coeff is used as given (not divided by
+// the TP size).
 //
 // Ties: torch.topk leaves the order of equal values unspecified, so two ranks (or two runs) could pick
 // different experts for one token. Here equal logits are ordered by expert index, lower first, on every

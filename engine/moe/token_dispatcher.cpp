@@ -61,6 +61,8 @@ DispatchPlan plan_dispatch(const Routing& r, ExpertParallelState& eps, const std
   p.num_experts = r.num_experts;
   std::tie(p.first_local, p.num_local) = ExpertParallelState::local_experts(r.num_experts, ep, eps.ep_rank());
   const int64_t E = r.num_experts, per = p.num_local;
+  TPSP_CHECK(p.tokens * p.topk < (int64_t{1} << 24), "MoE dispatch: ", p.tokens, " tokens × top-", p.topk,
+             " choices on one rank: the counts travel as float32, exact below 2^24");
   p.order.resize(static_cast<std::size_t>(p.tokens * p.topk));
   std::iota(p.order.begin(), p.order.end(), int64_t{0});
   std::stable_sort(p.order.begin(), p.order.end(), [&](int64_t a, int64_t b) {
@@ -125,7 +127,22 @@ Tensor combine_rows(const Tensor& out, const DispatchPlan& p, ExpertParallelStat
   return eps.ep().all_to_all(rows, p.input_splits, p.output_splits, {label + ".combine"});
 }
 
+namespace {
+
+/// ShapeError unless rows are [T·k, h], probs [T, k] and (when defined) dy [T, h].
+void check_unpermute(const Tensor& rows, const Tensor& probs, const Tensor& dy, const DispatchPlan& p) {
+  TPSP_CHECK(rows.dim() == 2 && rows.size(0) == p.tokens * p.topk &&
+                 probs.shape() == Shape({p.tokens, p.topk}) &&
+                 (!dy.defined() || dy.shape() == Shape({p.tokens, rows.size(1)})),
+             "MoE unpermute: rows must be [T·k=", p.tokens * p.topk, ", h], probs [", p.tokens, ", ", p.topk,
+             "] and dy [", p.tokens, ", h]; got rows ", shape_str(rows.shape()), ", probs ",
+             shape_str(probs.shape()), dy.defined() ? ", dy " + shape_str(dy.shape()) : std::string());
+}
+
+}  // namespace
+
 Tensor unpermute(const Tensor& rows, const Tensor& probs, const DispatchPlan& p) {
+  check_unpermute(rows, probs, Tensor(), p);
   const int64_t h = rows.size(1);
   Tensor y = Tensor::zeros({p.tokens, h});
   for (std::size_t i = 0; i < p.order.size(); ++i) {
@@ -140,6 +157,7 @@ Tensor unpermute(const Tensor& rows, const Tensor& probs, const DispatchPlan& p)
 
 Tensor unpermute_backward(const Tensor& dy, const Tensor& rows, const Tensor& probs, const DispatchPlan& p,
                           Tensor& dprobs) {
+  check_unpermute(rows, probs, dy, p);
   const int64_t h = rows.size(1);
   Tensor d_rows = Tensor::zeros({p.tokens * p.topk, h});
   dprobs = Tensor::zeros({p.tokens, p.topk});
@@ -170,6 +188,10 @@ Tensor combine_rows_backward(const Tensor& d_rows, const DispatchPlan& p, Expert
 Tensor dispatch_backward(const Tensor& d_rows, const DispatchPlan& p, ExpertParallelState& eps,
                          const std::string& label) {
   const std::vector<int64_t> to_expert = expert_major(p, eps.etp_size(), eps.ep_size());
+  TPSP_CHECK(d_rows.dim() == 2 && d_rows.size(0) == sum(p.chunks),
+             "MoE dispatch backward: the experts' input "
+             "gradient must have ",
+             sum(p.chunks), " rows, got ", shape_str(d_rows.shape()));
   Tensor rows = reorder_blocks(d_rows, sizes_in(p.chunks, to_expert), inverse(to_expert));
   if (eps.etp_size() > 1)
     rows = reduce_scatter_v(eps.etp(), rows, p.etp_rows, {label + ".etp_all_gather.grad"});

@@ -2,8 +2,10 @@
 // different number of token rows (what its own all-to-all delivered), so Megatron-LM gathers with
 // output_split_sizes and reduce-scatters with input_split_sizes (gather_from_sequence_parallel_region /
 // reduce_scatter_to_sequence_parallel_region in megatron/core/tensor_parallel/mappings.py). Both are
-// carried here as one all_to_all with split sizes, moving the bytes a ring would: (n-1)/n of the gathered
-// rows per rank. They are recorded as all_to_all calls under the caller's label.
+// carried here as one all_to_all with split sizes: all_gather_v sends this rank's rows to each of the n−1
+// others ((n−1)·counts[rank] rows), reduce_scatter_v sends every other rank its segment (Σ counts −
+// counts[rank] rows), what a ring moves when the counts are equal. They are recorded as all_to_all calls
+// under the caller's label.
 #pragma once
 
 #include <cstdint>

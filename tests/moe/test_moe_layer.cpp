@@ -160,6 +160,7 @@ void check_layout(const Layout& L, bool ties) {
     moe::MoEWeights w;
     w.router = params.at("mlp.router.weight");
     const auto [first_e, local] = moe::ExpertParallelState::local_experts(kE, L.ep, eps.ep_rank());
+    w.first_expert = first_e;
     const int64_t f = kF / L.etp, c0 = eps.etp_rank() * f;
     for (int64_t e = first_e; e < first_e + local; ++e)
       w.experts.push_back({params.at(expert_name(e, "linear_gate")).slice0(c0, c0 + f).clone(),
@@ -265,6 +266,7 @@ TEST_CASE("MoE layer with exact ties in the router's logits, and with whole (rep
   check_layout({4, 2, 2, 2, true}, true);
   check_layout({4, 2, 4, 1, true}, true);
   check_layout({2, 1, 2, 1, false}, false);
+  check_layout({2, 2, 2, 1, false}, false);  // tp 2 without SP: y and dx per rank (gradients count twice)
 }
 
 TEST_CASE("expert parallel state: groups as Megatron folds them, errors naming the rule") {
@@ -307,4 +309,38 @@ TEST_CASE("MoE volumes: an even routing's exact volumes are the uniform closed f
   CHECK(u.gemms[0].m == 16);
   CHECK(u.gemms[0].n == 128);
   CHECK(u.gemms[1].k == 64);
+}
+
+TEST_CASE("MoE layer refuses experts cut for another EP rank, and counts the loss over unequal shards") {
+  const reference::ParamMap params = make_params(false);
+  reference::MoELayerSpec spec{kH, kF, kE, kK, kCoeff};
+  // The reference over 8 tokens; the engine over two sequence shards of 3 and 5 of them (EP 1).
+  reference::MoELayerActs acts;
+  const Tensor x = x_of(0);
+  reference::moe_layer_forward(x, params, "", spec, acts);
+  std::vector<float> aux(2);
+  testing::run_local_ranks(2, [&](comm::ProcessGroup& world) {
+    const int r = world.rank();
+    moe::ExpertParallelState wrong(world.shared_from_this(), 2, 1), one(world.shared_from_this(), 1, 1);
+    moe::MoEWeights w;
+    w.router = params.at("mlp.router.weight");
+    for (int64_t e = 0; e < 2; ++e)  // experts 0 and 1 on both ranks: rank 1 should hold 2 and 3
+      w.experts.push_back({params.at(expert_name(e, "linear_gate")), params.at(expert_name(e, "linear_up")),
+                           params.at(expert_name(e, "linear_fc2"))});
+    const moe::MoEOptions o{kE, kK, kCoeff, &world, "moe"};
+    if (r == 1)
+      CHECK_THROWS_WITH_AS(
+          moe::check_moe_weights(w, o, wrong, kH),
+          doctest::Contains("EP rank 1 holds experts 2..3 (num_moe_experts=4 / "
+                            "expert_model_parallel_size=2), the weights hold 2 from expert 0"),
+          ShapeError);
+    for (int64_t e = 2; e < kE; ++e)
+      w.experts.push_back({params.at(expert_name(e, "linear_gate")), params.at(expert_name(e, "linear_up")),
+                           params.at(expert_name(e, "linear_fc2"))});
+    moe::MoEState st;
+    const int64_t first = r == 0 ? 0 : 3, n = r == 0 ? 3 : 5;
+    moe::moe_forward(token_rows(x, first, n), w, o, one, st);
+    aux[static_cast<std::size_t>(r)] = st.aux_loss;
+  });
+  CHECK(aux[0] + aux[1] == doctest::Approx(acts.aux_loss).epsilon(1e-5));
 }

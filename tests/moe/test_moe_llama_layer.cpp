@@ -200,3 +200,21 @@ TEST_CASE("Llama layer with an MoE MLP refuses tp > 1 without SP and a context w
                          doctest::Contains("an MoE layer needs LayerContext.experts"), ShapeError);
   });
 }
+
+TEST_CASE("MoE Llama config and shard_moe_layer refuse bad values naming the rule") {
+  model::LlamaLayerConfig c = config();
+  c.moe_aux_loss_coeff = -1.f;
+  CHECK_THROWS_WITH_AS(
+      c.validate(2), doctest::Contains("moe_aux_loss_coeff=-1 must be finite and not negative"), ShapeError);
+  c = config();
+    c.num_moe_experts = -2;
+  c.ffn = 8;  // a dense width, so that only the expert count is wrong
+  CHECK_THROWS_WITH_AS(c.validate(2), doctest::Contains("num_moe_experts=-2 must not be negative"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(model::shard_moe_layer(whole_params(), config(), "", 2, 0, 0, 0),
+                       doctest::Contains("etp_rank=0 is not a rank of expert_tensor_parallel_size=0"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(
+      model::shard_moe_layer(whole_params(), config(), "", 3, 1, 0, 0),
+      doctest::Contains("num_moe_experts=4 is not divisible by expert_model_parallel_size=3"), ShapeError);
+}
