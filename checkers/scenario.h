@@ -38,9 +38,13 @@ struct Expected {
 };
 using ExpectedOutputs = std::map<std::string, Expected>;
 
-/// A call the scenario must make in a phase: op, the bytes of the tensor S (cost_model.h) and, for
-/// all-gather and reduce-scatter, the dim, on the TP group; `what` explains it in reports
-/// ("g: all-reduce of the partial [s, b, h]").
+/// ExpectedCall::tensor_bytes of a call whose size depends on the data (an all_to_all whose split sizes
+/// follow the routing): any size matches; the op, group, dim and reduction must.
+inline constexpr uint64_t kAnyBytes = ~uint64_t{0};
+
+/// A call the scenario must make in a phase: op, the bytes of the tensor S (cost_model.h; kAnyBytes: any)
+/// and, for all-gather and reduce-scatter, the dim, on a group (the TP group "tp" unless named: lab06's
+/// "ep", "etp", "tp_ep", "edp"); `what` explains it in reports ("g: all-reduce of the partial [s, b, h]").
 struct ExpectedCall {
   comm::OpKind op;
   uint64_t tensor_bytes;
@@ -48,6 +52,7 @@ struct ExpectedCall {
   int64_t dim = 0;
   comm::ReduceOp reduce = comm::ReduceOp::sum;  ///< all_reduce / reduce_scatter: the reduction
   int peer_offset = 0;  ///< send / recv: the peer relative to this rank (+1: next in the ring, −1: previous)
+  std::string group = "tp";  ///< the recorder's group name
 };
 /// Phase name ("forward", "backward", ...) → calls, in any order.
 using Pattern = std::map<std::string, std::vector<ExpectedCall>>;

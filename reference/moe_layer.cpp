@@ -24,6 +24,20 @@ Tensor gather_rows(const Tensor& m, const std::vector<int64_t>& rows) {
   return out;
 }
 
+/// The reference's own top-k (the engine's topk_experts is lab06's code): k passes of an argmax over the
+/// experts not chosen yet, a strictly larger logit replacing the best so far, so that of equal logits the
+/// lower expert wins.
+void reference_topk(const float* logits, int64_t experts, int64_t topk, int64_t* chosen) {
+  std::vector<bool> taken(static_cast<std::size_t>(experts), false);
+  for (int64_t j = 0; j < topk; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < experts; ++e)
+      if (!taken[static_cast<std::size_t>(e)] && (best < 0 || logits[e] > logits[best])) best = e;
+    taken[static_cast<std::size_t>(best)] = true;
+    chosen[j] = best;
+  }
+}
+
 /// The token of each choice t·k + j.
 std::vector<int64_t> tokens_of(const std::vector<int64_t>& choices, int64_t k) {
   std::vector<int64_t> t;
@@ -65,7 +79,8 @@ Tensor moe_layer_forward(const Tensor& x_in, const ParamMap& P, const std::strin
   A = MoELayerActs{};
   A.x_shape = x_in.shape();
   A.x = x_in.to(DType::f32).reshape({tokens, h});
-  A.routing = moe::topk_route(linear_forward(A.x, param(P, p + "mlp.router.weight"), none), k);
+  A.routing =
+      moe::topk_route(linear_forward(A.x, param(P, p + "mlp.router.weight"), none), k, reference_topk);
   A.aux = {A.routing.tokens_per_expert, tokens, k, spec.aux_loss_coeff};
   A.aux_loss = tokens > 0 ? moe::switch_aux_loss(A.routing.scores, A.aux) : 0.f;
   A.choices.assign(static_cast<std::size_t>(E), {});

@@ -114,7 +114,7 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
       for (const ExpectedCall& c : calls) {
         const int tp_rank = w % layout.tp;
         const int peer = ((tp_rank + c.peer_offset) % layout.tp + layout.tp) % layout.tp;
-        const Key key{call_key(comm::op_name(c.op), "tp", c.dim, comm::reduce_op_name(c.reduce), peer),
+        const Key key{call_key(comm::op_name(c.op), c.group, c.dim, comm::reduce_op_name(c.reduce), peer),
                       c.tensor_bytes};
         want[phase].insert(key);
         what[{phase, key}].push_back(c.what);
@@ -124,10 +124,15 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
     for (const auto& [p, _] : want) phases.insert(p);
     std::string msg;
     for (const std::string& phase : phases) {
-      auto g = got[phase];
-      for (const Key& c : want[phase])
-        if (auto it = g.find(c); it != g.end())
+            auto g = got[phase];
+      for (const Key& c : want[phase])  // exact sizes first, then kAnyBytes (multiset order: they come last)
+        if (auto it = c.second == kAnyBytes
+                          ? std::find_if(g.begin(), g.end(), [&](const Key& k) { return k.first == c.first; })
+                          : g.find(c);
+            it != g.end())
           g.erase(it);
+        else if (c.second == kAnyBytes)
+          msg += fmt::format("\n      {}: missing {} ({})", phase, c.first, describe(what[{phase, c}]));
         else
           msg += fmt::format("\n      {}: missing {} of {} bytes ({})", phase, c.first, c.second,
                              describe(what[{phase, c}]));

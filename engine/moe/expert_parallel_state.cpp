@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/error.h"
+#include "engine/lab_todo.h"
 
 namespace tpsp::moe {
 
@@ -13,22 +14,6 @@ void check_rank(int rank, int world_size) {
 }
 
 }  // namespace
-
-void ExpertParallelState::check_layout(int world_size, int ep, int etp) {
-  TPSP_CHECK(ep >= 1, "expert_model_parallel_size=", ep, " must be at least 1");
-  TPSP_CHECK(etp >= 1, "expert_tensor_parallel_size=", etp, " must be at least 1");
-  TPSP_CHECK(world_size % (ep * etp) == 0, "world_size=", world_size,
-             " is not divisible by expert_model_parallel_size (", ep, ") × expert_tensor_parallel_size (",
-             etp, ") = ", ep * etp);
-}
-
-std::pair<int64_t, int64_t> ExpertParallelState::local_experts(int64_t num_experts, int ep, int ep_rank) {
-  TPSP_CHECK(ep >= 1 && num_experts % ep == 0, "num_moe_experts=", num_experts,
-             " is not divisible by expert_model_parallel_size=", ep);
-  TPSP_CHECK(ep_rank >= 0 && ep_rank < ep, "ep_rank=", ep_rank, " is not in [0, ", ep, ")");
-  const int64_t n = num_experts / ep;
-  return {ep_rank * n, n};
-}
 
 std::vector<int> ExpertParallelState::etp_group_ranks(int rank, int world_size, int ep, int etp) {
   check_layout(world_size, ep, etp);
@@ -41,10 +26,16 @@ std::vector<int> ExpertParallelState::etp_group_ranks(int rank, int world_size, 
 std::vector<int> ExpertParallelState::ep_group_ranks(int rank, int world_size, int ep, int etp) {
   check_layout(world_size, ep, etp);
   check_rank(rank, world_size);
+  // TODO(lab06 ep_group_ranks): the world is EDP blocks of EP·ETP consecutive ranks, ETP innermost (the
+  // etp group of r is the ETP consecutive ranks holding r). The ep group of r: the EP ranks of r's block
+  // with r's etp rank (r % ETP), in increasing order. W=4, EP=2, ETP=1: {0,1} {2,3}; EP=2, ETP=2: {0,2}
+  // {1,3}; W=8, EP=2, ETP=2: rank 5's group is {5,7}.
+  // BEGIN SOLUTION
   const int block = rank / (ep * etp) * (ep * etp);
   std::vector<int> v;
   for (int i = 0; i < ep; ++i) v.push_back(block + i * etp + rank % etp);
   return v;
+  // END SOLUTION
 }
 
 std::vector<int> ExpertParallelState::tp_ep_group_ranks(int rank, int world_size, int ep, int etp) {
@@ -58,9 +49,15 @@ std::vector<int> ExpertParallelState::tp_ep_group_ranks(int rank, int world_size
 std::vector<int> ExpertParallelState::edp_group_ranks(int rank, int world_size, int ep, int etp) {
   check_layout(world_size, ep, etp);
   check_rank(rank, world_size);
+  // TODO(lab06 edp_group_ranks): the expert-data-parallel group of r: the ranks at r's position in every
+  // block of EP·ETP consecutive ranks (they hold the same expert shards), in increasing order. W=4, EP=2,
+  // ETP=1: {0,2} {1,3}; W=8, EP=2, ETP=2: rank 5's group is {1,5}. It is not the attention's data-parallel
+  // group (ranks at the same TP rank): the experts fold over TP × DP differently.
+  // BEGIN SOLUTION
   std::vector<int> v;
   for (int r = rank % (ep * etp); r < world_size; r += ep * etp) v.push_back(r);
   return v;
+  // END SOLUTION
 }
 
 ExpertParallelState::ExpertParallelState(std::shared_ptr<comm::ProcessGroup> world, int ep, int etp)

@@ -36,7 +36,7 @@ double aux_factor(const AuxLossTerms& terms, int64_t experts) {
 
 }  // namespace
 
-Routing topk_route(const Tensor& logits_in, int64_t topk) {
+Routing topk_route(const Tensor& logits_in, int64_t topk, TopkChoice choose) {
   TPSP_CHECK(logits_in.defined() && logits_in.dim() == 2,
              "TopKRouter: logits must be [tokens, experts], got ",
              logits_in.defined() ? shape_str(logits_in.shape()) : std::string("an undefined tensor"));
@@ -54,18 +54,19 @@ Routing topk_route(const Tensor& logits_in, int64_t topk) {
   r.probs = Tensor::zeros({tokens, topk});
   r.scores = Tensor::zeros({tokens, experts});
   r.tokens_per_expert.assign(static_cast<std::size_t>(experts), 0);
-  std::vector<int64_t> order(static_cast<std::size_t>(experts));
+  std::vector<int64_t> order(static_cast<std::size_t>(topk));
   std::vector<float> chosen(static_cast<std::size_t>(topk));
   for (int64_t t = 0; t < tokens; ++t) {
     const float* l = logits.data() + t * experts;
     for (int64_t e = 0; e < experts; ++e)
       TPSP_CHECK(std::isfinite(l[e]), "TopKRouter: token ", t, "'s logit for expert ", e, " is ", l[e],
                  " (logits must be finite)");
-    std::iota(order.begin(), order.end(), int64_t{0});
-    std::partial_sort(order.begin(), order.begin() + topk, order.end(),
-                      [l](int64_t a, int64_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    choose(l, experts, topk, order.data());
     for (int64_t j = 0; j < topk; ++j) {
       const int64_t e = order[static_cast<std::size_t>(j)];
+      TPSP_CHECK(e >= 0 && e < experts && std::count(order.begin(), order.begin() + j, e) == 0,
+                 "TopKRouter: the top-k choice gave expert ", e, " as choice ", j, " of token ", t,
+                 ": the choices must be ", topk, " different experts in [0, ", experts, ")");
       r.indices[static_cast<std::size_t>(t * topk + j)] = e;
       chosen[static_cast<std::size_t>(j)] = l[e];
       ++r.tokens_per_expert[static_cast<std::size_t>(e)];

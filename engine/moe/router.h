@@ -33,11 +33,20 @@ struct Routing {
   int64_t num_tokens() const { return topk > 0 ? static_cast<int64_t>(indices.size()) / topk : 0; }
 };
 
+/// One token's choice: writes to chosen[0..topk) the experts of the `topk` largest of logits[0..experts),
+/// largest first; equal logits in expert order, the lower expert first (a function of the logits alone,
+/// the same on every rank). The logits are finite and 1 <= topk <= experts (topk_route checked them).
+/// lab06's piece of the router (engine/moe/topk_experts.cpp).
+void topk_experts(const float* logits, int64_t experts, int64_t topk, int64_t* chosen);
+/// The signature of topk_experts: the reference passes its own, so that it links no lab's code.
+using TopkChoice = void (*)(const float* logits, int64_t experts, int64_t topk, int64_t* chosen);
+
 /// Routes logits [T, E] (f32 or bf16, host; T may be 0) to each token's top `topk` experts.
 /// Throws ShapeError naming the rule: logits not 2-D, on a device ("the router runs on the host"),
 /// topk outside 1..E ("moe_router_topk=3 is larger than num_moe_experts=2"), a logit that is NaN or
-/// infinite (naming the token and the expert: its softmax would be NaN).
-Routing topk_route(const Tensor& logits, int64_t topk);
+/// infinite (naming the token and the expert: its softmax would be NaN), a choice out of range or
+/// repeated (naming the token).
+Routing topk_route(const Tensor& logits, int64_t topk, TopkChoice choose = topk_experts);
 
 /// What the load-balancing loss counts: the choices per expert and the number of tokens they were made
 /// for, over every token the loss balances (under sequence parallelism, all TP ranks' tokens: the caller

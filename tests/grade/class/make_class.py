@@ -51,6 +51,7 @@ MUTANTS_FULL = [
     ("lab03", "scatter_forward_wrong_chunk"), ("lab03", "sp_row_dbias_from_gathered_dy"),
     ("lab04", "ring_runs_backwards"), ("lab04", "column_forward_calls_all_gather"),
     ("lab05", "fc1_contiguous_split"), ("lab05", "heads_group_by_modulo"),
+    ("lab06", "counts_assumed_equal"),
 ]
 MUTANTS_SMALL = [("lab01", "g_missing")]
 
@@ -99,7 +100,8 @@ def source(name, params):
 # lab03's own layers_sp.cpp, so no lab01 code), lab04's overlap layers (the mappings of lab01 and
 # lab03), lab05's Llama layer (lab01's linear layers, lab03's SP paths and gradient sum).
 RUNS_CODE_OF = {"lab00": set(), "lab01": {"lab02"}, "lab02": {"lab01", "lab03"},
-                "lab03": {"lab02"}, "lab04": {"lab01", "lab03"}, "lab05": {"lab01", "lab03"}}
+                "lab03": {"lab02"}, "lab04": {"lab01", "lab03"}, "lab05": {"lab01", "lab03"},
+                "lab06": set()}
 
 
 class Builder:

@@ -1,0 +1,326 @@
+// lab06 in the grader: expected tensors from the single-process MoE layer (reference/moe_layer.h: every
+// expert local, no communication) and closed forms (the groups of Megatron's MoE folding, the tie rule,
+// the dispatch plan of each rank's routing), with the calls of each EP × ETP layout on its groups.
+#include <algorithm>
+#include <numeric>
+
+#include "checkers/lab06/lab06.h"
+#include "checkers/scenario.h"
+#include "reference/moe_layer.h"
+
+namespace tpsp::checkers {
+
+namespace {
+
+using comm::OpKind;
+using namespace lab06;
+
+Tensor rows_of(const std::vector<std::vector<int>>& rows) {
+  std::vector<float> f;
+  for (const auto& r : rows) f.insert(f.end(), r.begin(), r.end());
+  return Tensor::from({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.at(0).size())}, f);
+}
+
+/// Rank r's ep group: the EP ranks of its block of EP·ETP with its etp rank; its edp group: every
+/// EP·ETP-th rank from r % (EP·ETP).
+ExpectedOutputs expected_expert_groups(uint64_t, int n, bool) {
+  ExpectedOutputs out;
+  for (const MoeLayout& L : moe_layouts(n)) {
+    const int block = L.ep * L.etp;
+    std::vector<std::vector<int>> ep, edp;
+    for (int r = 0; r < n; ++r) {
+      ep.emplace_back();
+      for (int i = 0; i < L.ep; ++i) ep.back().push_back(r / block * block + i * L.etp + r % L.etp);
+      edp.emplace_back();
+      for (int q = r % block; q < n; q += block) edp.back().push_back(q);
+    }
+    const std::string where = " at world " + std::to_string(n) + ", EP=" + std::to_string(L.ep) +
+                              ", ETP=" + std::to_string(L.etp) + " (EDP=" + std::to_string(n / block) + ")";
+    out[L.name + ".ep_group"] = {
+        .whole = rows_of(ep),
+        .placement = Placement::Shard(0),
+        .meaning =
+            "row r = ep_group_ranks(r)" + where +
+            ": the EP ranks of r's block of EP·ETP consecutive ranks that have r's etp rank (r % ETP)"};
+    out[L.name + ".edp_group"] = {
+        .whole = rows_of(edp),
+        .placement = Placement::Shard(0),
+        .meaning = "row r = edp_group_ranks(r)" + where +
+                   ": r % (EP·ETP), then every EP·ETP-th rank (the ranks holding the same expert shards)"};
+  }
+  return out;
+}
+
+ExpectedOutputs expected_topk_ties(uint64_t, int, bool) {
+  ExpectedOutputs out;
+  for (int64_t k = 1; k <= 3; ++k) {
+    std::vector<float> f;
+    for (const auto& row : kTieOrder) f.insert(f.end(), row.begin(), row.begin() + k);
+    out["k" + std::to_string(k)] = {
+        .whole = Tensor::from({static_cast<int64_t>(kTieOrder.size()), k}, f),
+        .meaning = "row t = token t's " + std::to_string(k) +
+                   " experts, largest logit first, equal logits in expert order (the lower expert first) on "
+                   "every rank; the logits are lab06.h's tie_logits()"};
+  }
+  return out;
+}
+
+/// The reference MoE layer's parameters (reference/moe_layer.h names, no prefix) from the seed.
+reference::ParamMap whole_params(uint64_t seed) {
+  reference::ParamMap P;
+  P["mlp.router.weight"] = moe_router(seed);
+  for (int64_t e = 0; e < E; ++e)
+    for (const char* part : {"linear_gate", "linear_up", "linear_fc2"})
+      P["mlp.experts.local_experts." + std::to_string(e) + "." + part + ".weight"] =
+          moe_expert(seed, e, part);
+  return P;
+}
+const reference::MoELayerSpec kSpec{H, F, E, K, kCoeff};
+
+/// The reference router's choices for the tokens x [s', b, h].
+std::vector<int64_t> choices_of(const Tensor& x, const reference::ParamMap& P) {
+  reference::MoELayerActs acts;
+  reference::moe_layer_forward(x, P, "", kSpec, acts);
+  return acts.routing.indices;
+}
+
+ExpectedOutputs expected_dispatch_plan(uint64_t seed, int n, bool sp) {
+  const reference::ParamMap P = whole_params(seed);
+  const Tensor x = moe_x(seed, sp);
+  std::vector<std::vector<int64_t>> choices;  // each rank's
+  for (int r = 0; r < n; ++r) choices.push_back(choices_of(sp ? chunk(x, 0, r, n) : x, P));
+  ExpectedOutputs out;
+  for (const MoeLayout& L : moe_layouts(n)) {
+    const int64_t per = E / L.ep;
+    auto count = [&](int rank, int64_t e) {
+      const auto& c = choices[static_cast<std::size_t>(rank)];
+      return static_cast<int64_t>(std::count(c.begin(), c.end(), e));
+    };
+    std::vector<float> order, in, outs, counts;
+    for (int r = 0; r < n; ++r) {
+      const auto& c = choices[static_cast<std::size_t>(r)];
+      std::vector<int64_t> o(c.size());
+      std::iota(o.begin(), o.end(), int64_t{0});
+      std::stable_sort(o.begin(), o.end(), [&](int64_t a, int64_t b) {
+        return c[static_cast<std::size_t>(a)] < c[static_cast<std::size_t>(b)];
+      });
+      order.insert(order.end(), o.begin(), o.end());
+      const int block = r / (L.ep * L.etp) * (L.ep * L.etp), ep_rank = ep_rank_of(r, L);
+      for (int j = 0; j < L.ep; ++j) {
+        const int peer = block + j * L.etp + etp_rank_of(r, L);  // EP rank j of r's ep group
+        int64_t to = 0, from = 0;
+        for (int64_t e = 0; e < per; ++e) {
+          to += count(r, j * per + e);
+          from += count(peer, ep_rank * per + e);
+        }
+        in.push_back(static_cast<float>(to));
+        outs.push_back(static_cast<float>(from));
+      }
+      for (int q = 0; q < L.ep * L.etp; ++q)
+        for (int64_t e = 0; e < E; ++e) counts.push_back(static_cast<float>(count(block + q, e)));
+    }
+    const int64_t choices_per_rank = static_cast<int64_t>(choices[0].size());
+    out[L.name + ".order"] = {
+        .whole = Tensor::from({n * choices_per_rank}, order),
+        .placement = Placement::Shard(0),
+        .meaning =
+            "each rank's permutation of its T·k choices c = t·k + j: sorted by expert, equal experts "
+            "in token order (a stable sort)"};
+    out[L.name + ".input_splits"] = {
+        .whole = Tensor::from({n, L.ep}, in),
+        .placement = Placement::Shard(0),
+        .meaning =
+            "row r, column j = the choices rank r sends EP rank j (its own choices for j's experts); "
+            "they differ from rank to rank and from j to j: the routing is uneven"};
+    out[L.name + ".output_splits"] = {
+        .whole = Tensor::from({n, L.ep}, outs),
+        .placement = Placement::Shard(0),
+        .meaning =
+            "row r, column j = the choices rank r receives from EP rank j (j's choices for r's "
+            "experts), known only from the count exchange"};
+    out[L.name + ".counts"] = {
+        .whole = Tensor::from({n, L.ep * L.etp * E}, counts),
+        .placement = Placement::Shard(0),
+        .meaning =
+            "row r = counts[p·E + e]: tp_ep rank p's choices for expert e, for every rank p of r's "
+            "tp_ep group (EP·ETP consecutive ranks), gathered in rank order"};
+  }
+  return out;
+}
+
+/// The count exchange of each layout: one all_gather of E float32 counts over the tp_ep group.
+Pattern pattern_dispatch_plan(int n, bool) {
+  Pattern pat;
+  for (const MoeLayout& L : moe_layouts(n))
+    pat[L.name + ".plan"] = {{.op = OpKind::all_gather,
+                              .tensor_bytes = static_cast<uint64_t>(L.ep * L.etp * E * 4),
+                              .what = "the count exchange: every tp_ep rank's choices per expert",
+                              .group = "tp_ep"}};
+  return pat;
+}
+
+ExpectedOutputs expected_uneven_collectives(uint64_t seed, int n, bool) {
+  const std::vector<int64_t> counts = uneven_counts(n);
+  const Tensor partials = reduce_inputs(seed, n);
+  const int64_t rows = total(counts), pad = max_count(n);
+  Tensor sum = Tensor::zeros({rows, CH});
+  for (int r = 0; r < n; ++r)
+    for (int64_t i = 0; i < rows * CH; ++i) sum.at(i) += partials.at(r * rows * CH + i);
+  std::vector<Tensor> segments;
+  for (int q = 0, start = 0; q < n; start += static_cast<int>(counts[static_cast<std::size_t>(q)]), ++q)
+    segments.push_back(pad_rows(sum.slice0(start, start + counts[static_cast<std::size_t>(q)]), pad));
+  return {{"all_gather_v",
+           {.whole = uneven_rows(seed, n),
+            .meaning = "every rank's rows in rank order (rank q brings q + 1 rows, the last rank none)"}},
+          {"reduce_scatter_v",
+           {.whole = cat(segments, 0),
+            .placement = Placement::Shard(0),
+            .meaning = "rank q's segment of the rows (q + 1 rows, the last rank none) summed over the ranks, "
+                       "padded with zero rows to " +
+                       std::to_string(pad) + " rows by the checker"}}};
+}
+
+Pattern pattern_uneven_collectives(int n, bool) {
+  if (n == 1) return {};
+  return {{"all_gather_v",
+           {{.op = OpKind::all_to_all,
+             .tensor_bytes = kAnyBytes,
+             .what = "all_gather_v: one all_to_all with split sizes"}}},
+          {"reduce_scatter_v",
+           {{.op = OpKind::all_to_all,
+             .tensor_bytes = kAnyBytes,
+             .what = "reduce_scatter_v: one all_to_all with split sizes"}}}};
+}
+
+/// Rank r's local experts' gradients of `part`, stacked: its ETP rows of gate and up, columns of fc2.
+Tensor expert_block(const reference::ParamMap& G, const MoeLayout& L, int r, const std::string& part) {
+  const int64_t per = E / L.ep, f = F / L.etp, c0 = etp_rank_of(r, L) * f;
+  std::vector<Tensor> parts;
+  for (int64_t e = ep_rank_of(r, L) * per; e < (ep_rank_of(r, L) + 1) * per; ++e) {
+    const Tensor& g = G.at("mlp.experts.local_experts." + std::to_string(e) + "." + part + ".weight");
+    parts.push_back(part == "linear_fc2" ? g.narrow_copy(1, c0, f) : g.slice0(c0, c0 + f).clone());
+  }
+  return cat(parts, 0);
+}
+
+ExpectedOutputs expected_moe_layer(uint64_t seed, int n, bool sp) {
+  const reference::ParamMap P = whole_params(seed);
+  reference::ParamMap G;
+  for (const auto& [name, t] : P) G[name] = Tensor(t.shape());
+  reference::MoELayerActs acts;
+  const Tensor y = reference::moe_layer_forward(moe_x(seed, sp), P, "", kSpec, acts);
+  const Tensor dx = reference::moe_layer_backward(moe_dy(seed, sp), P, "", kSpec, acts, 1.f, G);
+  const Placement rows = sp ? Placement::Shard(0) : Placement::Replicate();
+  ExpectedOutputs out;
+  for (const MoeLayout& L : moe_layouts(n)) {
+    const std::string p = L.name + ".";
+    out[p + "y"] = {y, rows};
+    out[p + "dx"] = {dx, rows};
+    out[p + "aux_loss"] = {
+        .whole = Tensor::from({1}, {acts.aux_loss}),
+        .placement = sp ? Placement::Partial() : Placement::Replicate(),
+        .meaning =
+            "the Switch load-balancing loss of the sequence (under SP each rank's share, their sum the "
+            "loss; its counts all-reduced over the sequence's ranks)"};
+    out[p + "grad.router"] = {G.at("mlp.router.weight")};
+    if (!sp) continue;
+    for (const char* part : {"linear_gate", "linear_up", "linear_fc2"}) {
+      std::vector<Tensor> blocks;
+      for (int r = 0; r < n; ++r) blocks.push_back(expert_block(G, L, r, part));
+      out[p + "grad.experts." + part] = {cat(blocks, 0), Placement::Shard(0)};
+    }
+  }
+  return out;
+}
+
+/// One layer's calls at each layout, on the expert groups (sizes follow the routing: any bytes).
+Pattern pattern_moe_layer(int n, bool sp) {
+  Pattern pat;
+  for (const MoeLayout& L : moe_layouts(n)) {
+    auto& fwd = pat[L.name + ".forward"];
+    auto& bwd = pat[L.name + ".backward"];
+    auto a2a = [](const char* group, const char* what) {
+      return ExpectedCall{.op = OpKind::all_to_all, .tensor_bytes = kAnyBytes, .what = what, .group = group};
+    };
+    fwd.push_back({.op = OpKind::all_gather,
+                   .tensor_bytes = static_cast<uint64_t>(L.ep * L.etp * E * 4),
+                   .what = "the count exchange: every tp_ep rank's choices per expert (float32 [E] each)",
+                   .group = "tp_ep"});
+    fwd.push_back(a2a("ep", "dispatch: the permuted tokens to the EP ranks that hold their experts"));
+    fwd.push_back(a2a("ep", "combine: the experts' outputs back to the tokens' ranks"));
+    bwd.push_back(
+        a2a("ep", "combine's backward: the output gradients to the experts (dispatch's split sizes)"));
+    bwd.push_back(a2a("ep", "dispatch's backward: the input gradients back (combine's split sizes)"));
+    if (L.etp > 1) {
+      fwd.push_back(a2a("etp", "the ETP all-gather (all_gather_v) of the tokens this ETP group received"));
+      fwd.push_back(
+          a2a("etp", "the ETP reduce-scatter (reduce_scatter_v) of fc2's row-parallel partial sums"));
+      bwd.push_back(a2a("etp", "the ETP reduce-scatter's backward: an all-gather (all_gather_v)"));
+      bwd.push_back(a2a("etp", "the ETP all-gather's backward: a reduce-scatter (reduce_scatter_v)"));
+    }
+    auto& fin = pat[L.name + ".finalize"];
+    if (sp && n > 1) {
+      fwd.push_back({.op = OpKind::all_reduce,
+                     .tensor_bytes = (E + 1) * 4,
+                     .what = "the aux loss's counts and token count summed over the sequence's ranks"});
+      fin.push_back({.op = OpKind::all_reduce,
+                     .tensor_bytes = E * H * 4,
+                     .what = "the router's gradient summed over the sequence's ranks (each saw its shard)"});
+    }
+    if (n / (L.ep * L.etp) > 1)
+      fin.push_back({.op = OpKind::all_reduce,
+                     .tensor_bytes = static_cast<uint64_t>(E / L.ep * 3 * (F / L.etp) * H * 4),
+                     .what = "the expert gradients summed over the edp group (the ranks holding the same "
+                             "shards), in one coalesced all-reduce",
+                     .group = "edp"});
+  }
+  return pat;
+}
+
+void add_scenarios(std::vector<Scenario>& out) {
+  out.push_back(
+      {.lab = "lab06",
+       .name = "expert_groups",
+       .summary = "the ep and edp groups of every rank at each EP × ETP layout (MoE parallel folding)",
+       .dp_layout = false,
+       .host_code = true,
+       .expected = expected_expert_groups});
+  out.push_back({.lab = "lab06",
+                 .name = "topk_ties",
+                 .summary = "the router's top-k on equal logits: the lower expert first, on every rank",
+                 .tp_sizes = {1, 2},
+                 .dp_layout = false,
+                 .host_code = true,
+                 .expected = expected_topk_ties});
+  out.push_back({.lab = "lab06",
+                 .name = "uneven_collectives",
+                 .summary = "all_gather_v and reduce_scatter_v with uneven counts (a rank with none)",
+                 .dp_layout = false,
+                 .host_code = true,
+                 .expected = expected_uneven_collectives,
+                 .pattern = pattern_uneven_collectives});
+  out.push_back({.lab = "lab06",
+                 .name = "dispatch_plan",
+                 .summary = "the permutation by expert, the count exchange and the all_to_all split sizes",
+                 .sp_variants = true,
+                 .dp_layout = false,
+                 .host_code = true,
+                 .expected = expected_dispatch_plan,
+                 .pattern = pattern_dispatch_plan});
+  out.push_back({.lab = "lab06",
+                 .name = "moe_layer",
+                 .summary = "an MoE layer at every EP × ETP layout: outputs, the aux loss, router and expert "
+                            "gradients after finalize",
+                 .sp_variants = true,
+                 .dp_layout = false,
+                 .budget_s = 20,
+                 .host_code = true,
+                 .expected = expected_moe_layer,
+                 .pattern = pattern_moe_layer});
+}
+
+}  // namespace
+
+const LabScenarios kScenarios("lab06", add_scenarios);
+
+}  // namespace tpsp::checkers
