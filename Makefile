@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 NOGLOO_BUILD ?= build-nogloo
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan test-nogloo demo bench bench-grade docs timeline release format clean
+.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan test-nogloo demo bench bench-grade compare-etp docs timeline release format clean
 
 all: build
 
@@ -72,6 +72,14 @@ bench-grade: build
 ## weights and activations at tp=2 and of the Llama block at tp=4 with 2 key/value groups (tpsp-shards →
 ## tools/plot_shards.py); and the timelines of make timeline.
 FIGURES ?= docs/lessons/figures
+## make compare-etp: lab06's comparison, one MoE layer at ETP = 1 against ETP = 2 on 4 forked ranks (bench/bench_moe_etp.cpp:
+## 8 experts, top-2, h=4096, expert ffn=1408): bytes per rank of each collective, the expert GEMMs' [M, N, K] and their
+## time here. In a learner copy it runs the learner's lab06 code. COMPARE_ARGS adds options (--help lists them).
+compare-etp: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target bench_moe_etp -- --no-print-directory
+	OPENBLAS_NUM_THREADS=1 $(BUILD)/bench/bench_moe_etp $(COMPARE_ARGS)
+
 docs: timeline
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-capacity tpsp-shards -- --no-print-directory
 	/usr/bin/python3 tools/plot_capacity.py $(BUILD)/bin/tpsp-capacity $(FIGURES)

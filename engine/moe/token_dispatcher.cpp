@@ -42,7 +42,7 @@ std::vector<int64_t> expert_major(const DispatchPlan& p, int etp, int ep) {
 /// ShapeError unless t is [rows, h]: what a learner's step returned before the engine reorders it.
 void check_rows(const Tensor& t, int64_t rows, const char* what) {
   TPSP_CHECK(t.defined() && t.dim() == 2 && t.size(0) == rows, "MoE ", what, ": the exchanged rows must be [",
-             rows, ", h] (Σ of the plan's chunks), got ",
+             rows, ", h] (Σ of the plan's chunks: what the count exchange says this rank receives), got ",
              t.defined() ? shape_str(t.shape()) : std::string("an undefined tensor"));
 }
 
