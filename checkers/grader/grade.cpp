@@ -124,7 +124,7 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
     for (const auto& [p, _] : want) phases.insert(p);
     std::string msg;
     for (const std::string& phase : phases) {
-            auto g = got[phase];
+      auto g = got[phase];
       for (const Key& c : want[phase])  // exact sizes first, then kAnyBytes (multiset order: they come last)
         if (auto it = c.second == kAnyBytes
                           ? std::find_if(g.begin(), g.end(), [&](const Key& k) { return k.first == c.first; })
