@@ -84,6 +84,7 @@ docs: timeline
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-capacity tpsp-shards -- --no-print-directory
 	/usr/bin/python3 tools/plot_capacity.py $(BUILD)/bin/tpsp-capacity $(FIGURES)
 	/usr/bin/python3 tools/plot_shards.py $(BUILD)/bin/tpsp-shards $(FIGURES)
+	/usr/bin/python3 tools/plot_moe_etp.py $(BUILD)/bin/tpsp-capacity $(FIGURES)
 
 ## make timeline: timelines drawn by tools/plot_timeline.py from the recorder's Chrome traces (one lane
 ## per rank for compute and for communication):

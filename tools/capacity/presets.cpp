@@ -43,6 +43,18 @@ const std::vector<Preset>& presets() {
        sizes(12288, 4 * 12288, 96, 96, 50257, 2048, 1, true)},
       {"gpt2", "GPT-2 small (Radford et al. 2019: h=768, 12 heads, 12 layers, s=1024)",
        sizes(768, 3072, 12, 12, 50257, 1024, 1, true)},
+      {"deepseek-moe-16b",
+       "DeepSeekMoE 16B (Dai et al. 2024: h=2048, 16 heads, 28 layers, V=102400, s=4096, b=1; 64 routed "
+       "experts of ffn 1408, top-6): the dense tables count its dense MLP (ffn 10944, the first layer's); "
+       "the MoE section counts one MoE layer's routed experts (its 2 shared experts are not modelled), at "
+       "EP=8, ETP=1 unless --ep/--etp say otherwise",
+       llama(llama_config(102400, 4096, 2048, 16, 16, 28, 10944), 1),
+       {.experts = 64, .topk = 6, .ffn = 1408, .ep = 8, .etp = 1}},
+      {"moe-etp",
+       "the MoE layer of lab06's comparison (make compare-etp: h=4096, 8 experts, top-2, expert "
+       "ffn 1408, 256 tokens per rank) at EP=4, ETP=1 against EP=2, ETP=2, inside a small Llama block",
+       llama(llama_config(32000, 256, 4096, 32, 8, 1, 1408), 1),
+       {.experts = 8, .topk = 2, .ffn = 1408, .ep = 4, .etp = 1}},
       {"demo", "the model `make demo` trains (tpsp-train's defaults: byte-level, h=64, 4 heads, s=64, b=8)",
        sizes(64, 256, 4, 2, 256, 64, 8, true)},
   };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/model/capacity.h"
+#include "tools/capacity/moe_report.h"
 
 namespace tpsp::capacity {
 
@@ -13,6 +14,7 @@ struct Preset {
   std::string name;
   std::string about;  ///< where the sizes come from, and how this engine's layer differs
   model::CapacityConfig config;
+  MoeQuestion moe{};  ///< its MoE layer (experts = 0: a dense model)
 };
 
 /// Every preset, in the order `--help` lists them.

@@ -19,6 +19,8 @@ namespace {
 /// Flags that override the preset when given.
 struct Overrides {
   std::optional<int64_t> hidden, ffn, heads, seq, batch, layers, vocab;
+  std::optional<int64_t> moe_experts, moe_topk, moe_ffn;
+  std::optional<int> ep, etp;
   bool tied = true;
   bool tied_given = false;  ///< --tied or --untied was on the command line
 };
@@ -69,6 +71,11 @@ int main(int argc, char** argv) {
   app.add_option("--link", link_spec,
                  "link of the time column: nvlink, pcie, ib, <x>GB/s, <x>MB/s (,<y>us), off")
       ->capture_default_str();
+  app.add_option("--moe-experts", o.moe_experts, "num_moe_experts: adds the MoE section (0: none)");
+  app.add_option("--moe-topk", o.moe_topk, "moe_router_topk (the preset's, else 2)");
+  app.add_option("--moe-ffn", o.moe_ffn, "each expert's ffn (the preset's, else --ffn)");
+  app.add_option("--ep", o.ep, "expert_model_parallel_size of the MoE section");
+  app.add_option("--etp", o.etp, "expert_tensor_parallel_size of the MoE section");
   app.add_flag("--json", as_json, "print JSON instead of tables");
   CLI11_PARSE(app, argc, argv);
   o.tied_given = tied->count() > 0;
@@ -85,10 +92,22 @@ int main(int argc, char** argv) {
     q.config.sequence_parallel = sp;
     q.config.dtype = dtype == "f32" ? tpsp::DType::f32 : tpsp::DType::bf16;
     q.link = tpsp::comm::LinkModel::parse(link_spec);
-    if (as_json)
-      std::cout << tpsp::capacity::report_json(q).dump(2) << "\n";
-    else
+    tpsp::capacity::MoeQuestion moe = preset.moe;
+    if (o.moe_experts) moe.experts = *o.moe_experts;
+    if (o.moe_topk) moe.topk = *o.moe_topk;
+    moe.ffn = o.moe_ffn ? *o.moe_ffn : moe.ffn > 0 ? moe.ffn : q.config.gpt.ffn_hidden();
+    if (o.ep) moe.ep = *o.ep;
+        if (o.etp) moe.etp = *o.etp;
+    if (moe.enabled()) moe.validate();  // before anything is printed
+
+    if (as_json) {
+      nlohmann::json j = tpsp::capacity::report_json(q);
+      if (moe.enabled()) j["moe"] = tpsp::capacity::moe_report_json(q, moe);
+      std::cout << j.dump(2) << "\n";
+    } else {
       std::cout << tpsp::capacity::report_table(q);
+      if (moe.enabled()) std::cout << tpsp::capacity::moe_report_table(q, moe);
+    }
   } catch (const tpsp::ShapeError& e) {
     std::fprintf(stderr, "tpsp-capacity: %s\n", e.what());
     return 2;
