@@ -60,7 +60,7 @@ ExpectedOutputs expected_topk_ties(uint64_t, int, bool) {
         .whole = Tensor::from({static_cast<int64_t>(kTieOrder.size()), k}, f),
         .meaning = "row t = token t's " + std::to_string(k) +
                    " experts, largest logit first, equal logits in expert order (the lower expert first) on "
-                   "every rank; the logits are lab06.h's tie_logits()"};
+                   "every rank; the logits are tie_logits() in checkers/lab06/lab06.h"};
   }
   return out;
 }

@@ -125,10 +125,15 @@ RankOutputs run_moe_layer(RunContext& ctx) {
     const moe::MoEOptions o{E, K, kCoeff, seq, "moe"};
     moe::MoEState st;
     ctx.begin_phase(L.name + ".forward");
-    const Tensor y = moe::moe_forward(tokens(x), w, o, eps, st).reshape(x.shape());
+    const Tensor x2 = tokens(x), dy2 = tokens(dy);
+    const Tensor y = guarded("moe_forward", {{"x", &x2}, {"router", &w.router}}, [&] {
+                       return moe::moe_forward(x2, w, o, eps, st);
+                     }).reshape(x.shape());
     ctx.begin_phase(L.name + ".backward");
     moe::MoEGrads g;
-    const Tensor dx = moe::moe_backward(tokens(dy), w, o, eps, st, 1.f, g).reshape(x.shape());
+    const Tensor dx = guarded("moe_backward", {{"dy", &dy2}, {"x", &x2}}, [&] {
+                        return moe::moe_backward(dy2, w, o, eps, st, 1.f, g);
+                      }).reshape(x.shape());
     ctx.begin_phase(L.name + ".finalize");
     model::finalize_moe_grads(g, eps, seq, 1);
     const std::string p = L.name + ".";
