@@ -53,6 +53,9 @@ struct ExpectedCall {
   comm::ReduceOp reduce = comm::ReduceOp::sum;  ///< all_reduce / reduce_scatter: the reduction
   int peer_offset = 0;  ///< send / recv: the peer relative to this rank (+1: next in the ring, −1: previous)
   std::string group = "tp";  ///< the recorder's group name
+  /// The bytes on each world rank, when they differ between ranks (an uneven collective's input): used
+  /// instead of tensor_bytes when not empty.
+  std::vector<uint64_t> rank_bytes = {};
 };
 /// Phase name ("forward", "backward", ...) → calls, in any order.
 using Pattern = std::map<std::string, std::vector<ExpectedCall>>;

@@ -114,8 +114,10 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
       for (const ExpectedCall& c : calls) {
         const int tp_rank = w % layout.tp;
         const int peer = ((tp_rank + c.peer_offset) % layout.tp + layout.tp) % layout.tp;
+        const uint64_t bytes =
+            c.rank_bytes.empty() ? c.tensor_bytes : c.rank_bytes.at(static_cast<std::size_t>(w));
         const Key key{call_key(comm::op_name(c.op), c.group, c.dim, comm::reduce_op_name(c.reduce), peer),
-                      c.tensor_bytes};
+                      bytes};
         want[phase].insert(key);
         what[{phase, key}].push_back(c.what);
       }

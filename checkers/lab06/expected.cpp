@@ -23,9 +23,12 @@ Tensor rows_of(const std::vector<std::vector<int>>& rows) {
 
 /// Rank r's ep group: the EP ranks of its block of EP·ETP with its etp rank; its edp group: every
 /// EP·ETP-th rank from r % (EP·ETP).
-ExpectedOutputs expected_expert_groups(uint64_t, int n, bool) {
+ExpectedOutputs expected_expert_groups(uint64_t, int world, bool) {
   ExpectedOutputs out;
-  for (const MoeLayout& L : moe_layouts(n)) {
+  std::vector<std::pair<MoeLayout, int>> all;  // (layout, its world)
+  for (const MoeLayout& L : moe_layouts(world)) all.push_back({L, world});
+  for (const MoeLayout& L : kWorld8Layouts) all.push_back({L, 8});
+  for (const auto& [L, n] : all) {
     const int block = L.ep * L.etp;
     std::vector<std::vector<int>> ep, edp;
     for (int r = 0; r < n; ++r) {
@@ -36,15 +39,17 @@ ExpectedOutputs expected_expert_groups(uint64_t, int n, bool) {
     }
     const std::string where = " at world " + std::to_string(n) + ", EP=" + std::to_string(L.ep) +
                               ", ETP=" + std::to_string(L.etp) + " (EDP=" + std::to_string(n / block) + ")";
+    // A layout of the ranks' own world: row r on rank r; of the world of 8: every rank's whole table.
+    const Placement rows = n == world ? Placement::Shard(0) : Placement::Replicate();
     out[L.name + ".ep_group"] = {
         .whole = rows_of(ep),
-        .placement = Placement::Shard(0),
+        .placement = rows,
         .meaning =
             "row r = ep_group_ranks(r)" + where +
             ": the EP ranks of r's block of EP·ETP consecutive ranks that have r's etp rank (r % ETP)"};
     out[L.name + ".edp_group"] = {
         .whole = rows_of(edp),
-        .placement = Placement::Shard(0),
+        .placement = rows,
         .meaning = "row r = edp_group_ranks(r)" + where +
                    ": r % (EP·ETP), then every EP·ETP-th rank (the ranks holding the same expert shards)"};
   }
@@ -62,6 +67,13 @@ ExpectedOutputs expected_topk_ties(uint64_t, int, bool) {
                    " experts, largest logit first, equal logits in expert order (the lower expert first) on "
                    "every rank; the logits are tie_logits() in checkers/lab06/lab06.h"};
   }
+  std::vector<float> wide;
+  for (const auto& row : kWideTieOrder) wide.insert(wide.end(), row.begin(), row.end());
+  out["wide_k3"] = {.whole = Tensor::from({2, 3}, wide),
+                    .meaning =
+                        "the top-3 of 24 experts: all logits equal, then three equal maxima at experts 3, "
+                        "17 and 20 (wide_tie_logits() in checkers/lab06/lab06.h; a sort's order of equal "
+                        "values changes with the length)"};
   return out;
 }
 
@@ -84,12 +96,9 @@ std::vector<int64_t> choices_of(const Tensor& x, const reference::ParamMap& P) {
   return acts.routing.indices;
 }
 
-ExpectedOutputs expected_dispatch_plan(uint64_t seed, int n, bool sp) {
-  const reference::ParamMap P = whole_params(seed);
-  const Tensor x = moe_x(seed, sp);
-  std::vector<std::vector<int64_t>> choices;  // each rank's
-  for (int r = 0; r < n; ++r) choices.push_back(choices_of(sp ? chunk(x, 0, r, n) : x, P));
-  ExpectedOutputs out;
+/// The plans of every layout for one router's choices (each rank's), names "<layout><infix>order", ...
+void expect_plans(ExpectedOutputs& out, int n, const std::vector<std::vector<int64_t>>& choices,
+                  const std::string& infix) {
   for (const MoeLayout& L : moe_layouts(n)) {
     const int64_t per = E / L.ep;
     auto count = [&](int rank, int64_t e) {
@@ -120,30 +129,43 @@ ExpectedOutputs expected_dispatch_plan(uint64_t seed, int n, bool sp) {
         for (int64_t e = 0; e < E; ++e) counts.push_back(static_cast<float>(count(block + q, e)));
     }
     const int64_t choices_per_rank = static_cast<int64_t>(choices[0].size());
-    out[L.name + ".order"] = {
+    const std::string name = L.name + infix;
+    out[name + "order"] = {
         .whole = Tensor::from({n * choices_per_rank}, order),
         .placement = Placement::Shard(0),
         .meaning =
             "each rank's permutation of its T·k choices c = t·k + j: sorted by expert, equal experts "
             "in token order (a stable sort)"};
-    out[L.name + ".input_splits"] = {
+    out[name + "input_splits"] = {
         .whole = Tensor::from({n, L.ep}, in),
         .placement = Placement::Shard(0),
         .meaning =
             "row r, column j = the choices rank r sends EP rank j (its own choices for j's experts); "
             "they differ from rank to rank and from j to j: the routing is uneven"};
-    out[L.name + ".output_splits"] = {
+    out[name + "output_splits"] = {
         .whole = Tensor::from({n, L.ep}, outs),
         .placement = Placement::Shard(0),
         .meaning =
             "row r, column j = the choices rank r receives from EP rank j (j's choices for r's "
             "experts), known only from the count exchange"};
-    out[L.name + ".counts"] = {
+    out[name + "counts"] = {
         .whole = Tensor::from({n, L.ep * L.etp * E}, counts),
         .placement = Placement::Shard(0),
         .meaning =
             "row r = counts[p·E + e]: tp_ep rank p's choices for expert e, for every rank p of r's "
             "tp_ep group (EP·ETP consecutive ranks), gathered in rank order"};
+  }
+}
+
+ExpectedOutputs expected_dispatch_plan(uint64_t seed, int n, bool sp) {
+  reference::ParamMap P = whole_params(seed);
+  const Tensor x = moe_x(seed, sp);
+  ExpectedOutputs out;
+  for (const char* infix : {".", ".second."}) {  // the router, then its negation (run.cpp)
+    std::vector<std::vector<int64_t>> choices;   // each rank's
+    for (int r = 0; r < n; ++r) choices.push_back(choices_of(sp ? chunk(x, 0, r, n) : x, P));
+    expect_plans(out, n, choices, infix);
+    P["mlp.router.weight"] = negated(P.at("mlp.router.weight"));
   }
   return out;
 }
@@ -152,10 +174,12 @@ ExpectedOutputs expected_dispatch_plan(uint64_t seed, int n, bool sp) {
 Pattern pattern_dispatch_plan(int n, bool) {
   Pattern pat;
   for (const MoeLayout& L : moe_layouts(n))
-    pat[L.name + ".plan"] = {{.op = OpKind::all_gather,
-                              .tensor_bytes = static_cast<uint64_t>(L.ep * L.etp * E * 4),
-                              .what = "the count exchange: every tp_ep rank's choices per expert",
-                              .group = "tp_ep"}};
+    for (const char* which : {"the router's", "the negated router's"})
+      pat[L.name + ".plan"].push_back({.op = OpKind::all_gather,
+                                       .tensor_bytes = static_cast<uint64_t>(L.ep * L.etp * E * 4),
+                                       .what = std::string("the count exchange of ") + which +
+                                               " plan: every tp_ep rank's choices per expert",
+                                       .group = "tp_ep"});
   return pat;
 }
 
@@ -180,16 +204,23 @@ ExpectedOutputs expected_uneven_collectives(uint64_t seed, int n, bool) {
                        std::to_string(pad) + " rows by the checker"}}};
 }
 
+/// The bytes are each call's input: all_gather_v sends its counts[r] rows to each of the n ranks
+/// (n·counts[r] rows), reduce_scatter_v its Σ counts rows once: an all-reduce or padding carried by the
+/// all_to_all moves more.
 Pattern pattern_uneven_collectives(int n, bool) {
   if (n == 1) return {};
+  const std::vector<int64_t> counts = uneven_counts(n);
+  std::vector<uint64_t> gather;
+  for (int64_t c : counts) gather.push_back(static_cast<uint64_t>(n * c * CH * 4));
   return {{"all_gather_v",
            {{.op = OpKind::all_to_all,
-             .tensor_bytes = kAnyBytes,
-             .what = "all_gather_v: one all_to_all with split sizes"}}},
+             .tensor_bytes = 0,
+             .what = "all_gather_v: one all_to_all with split sizes, this rank's rows once to each rank",
+             .rank_bytes = gather}}},
           {"reduce_scatter_v",
            {{.op = OpKind::all_to_all,
-             .tensor_bytes = kAnyBytes,
-             .what = "reduce_scatter_v: one all_to_all with split sizes"}}}};
+             .tensor_bytes = static_cast<uint64_t>(total(counts) * CH * 4),
+             .what = "reduce_scatter_v: one all_to_all with split sizes, each segment once to its rank"}}}};
 }
 
 /// Rank r's local experts' gradients of `part`, stacked: its ETP rows of gate and up, columns of fc2.
@@ -227,7 +258,15 @@ ExpectedOutputs expected_moe_layer(uint64_t seed, int n, bool sp) {
     for (const char* part : {"linear_gate", "linear_up", "linear_fc2"}) {
       std::vector<Tensor> blocks;
       for (int r = 0; r < n; ++r) blocks.push_back(expert_block(G, L, r, part));
-      out[p + "grad.experts." + part] = {cat(blocks, 0), Placement::Shard(0)};
+      Tensor whole = cat(blocks, 0);
+      for (int64_t i = 0; i < whole.numel(); ++i) whole.at(i) /= static_cast<float>(kDenseDp);
+      out[p + "grad.experts." + part] = {
+          .whole = whole,
+          .placement = Placement::Shard(0),
+          .meaning = "rank r's local experts' " + std::string(part) +
+                     " shards (ETP rows of gate and up, columns of fc2), stacked, after finalize_moe_grads: "
+                     "summed over the edp group, then scaled by 1/dp_size = 1/" +
+                     std::to_string(kDenseDp)};
     }
   }
   return out;

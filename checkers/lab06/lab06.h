@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,12 @@ inline Tensor moe_router(const InputDraw& d) {
   for (int64_t j = 0; j < H; ++j) w.at(kTiedLoser * H + j) = w.at(kTiedWinner * H + j);
   return w;
 }
+/// -t (a copy): the dispatch_plan scenario's second router.
+inline Tensor negated(const Tensor& t) {
+  Tensor out = t.clone();
+  for (int64_t i = 0; i < out.numel(); ++i) out.at(i) = -out.at(i);
+  return out;
+}
 /// Expert e's whole weight `part` ("linear_gate", "linear_up": [F, h]; "linear_fc2": [h, F]), N(0, 0.3²).
 inline Tensor moe_expert(const InputDraw& d, int64_t e, const std::string& part) {
   const Shape shape = part == "linear_fc2" ? Shape{H, F} : Shape{F, H};
@@ -106,17 +113,40 @@ inline Tensor pad_rows(const Tensor& t, int64_t rows) {
   return out;
 }
 
-/// The topk_ties scenario's logits [6, 5], with equal values where a rule must decide, and each row's
-/// experts in the order the rule gives (the first 3: k = 1, 2, 3 take a prefix).
+/// The topk_ties scenario's logits [7, 5], with equal values where a rule must decide, and each row's
+/// experts in the order the rule gives (the first 3: k = 1, 2, 3 take a prefix). The last row's values
+/// differ by one float32 ulp: not a tie (a rule with a tolerance orders them wrongly).
 inline Tensor tie_logits() {
-  return Tensor::from({6, 5}, {1,  2,  2,  0,  2,     // 1, 2, 4: three equal maxima, lower first
-                               .5, .5, .5, .5, .5,    // 0, 1, 2: all equal
-                               -1, 3,  -1, 3,  3,     // 1, 3, 4
-                               2,  1,  0,  -1, -2,    // 0, 1, 2: no tie
-                               0,  0,  1,  1,  0,     // 2, 3, 0: the tie below the maxima
-                               -2, -1, -1, 4,  -1});  // 3, 1, 2
+  const float one = 1.f, up1 = std::nextafter(one, 2.f), up2 = std::nextafter(up1, 2.f);
+  return Tensor::from({7, 5}, {1,   2,   2,   0,  2,    // 1, 2, 4: three equal maxima, lower first
+                               .5,  .5,  .5,  .5, .5,   // 0, 1, 2: all equal
+                               -1,  3,   -1,  3,  3,    // 1, 3, 4
+                               2,   1,   0,   -1, -2,   // 0, 1, 2: no tie
+                               0,   0,   1,   1,  0,    // 2, 3, 0: the tie below the maxima
+                               -2,  -1,  -1,  4,  -1,   // 3, 1, 2
+                               one, up1, up2, 0,  0});  // 2, 1, 0: one ulp apart
 }
-inline const std::vector<std::vector<int64_t>> kTieOrder{{1, 2, 4}, {0, 1, 2}, {1, 3, 4},
-                                                         {0, 1, 2}, {2, 3, 0}, {3, 1, 2}};
+inline const std::vector<std::vector<int64_t>> kTieOrder{{1, 2, 4}, {0, 1, 2}, {1, 3, 4}, {0, 1, 2},
+                                                         {2, 3, 0}, {3, 1, 2}, {2, 1, 0}};
+/// Wider rows [2, 24] (a sort switches algorithm above 16 elements): all equal, and three equal maxima
+/// at experts 3, 17 and 20 among equal others; their top-3 {0, 1, 2} and {3, 17, 20}.
+inline Tensor wide_tie_logits() {
+  std::vector<float> v(48, .25f);
+  for (int64_t e : {3, 17, 20}) v[static_cast<std::size_t>(24 + e)] = 2.f;
+  return Tensor::from({2, 24}, v);
+}
+inline const std::vector<std::vector<int64_t>> kWideTieOrder{{0, 1, 2}, {3, 17, 20}};
+
+/// Layouts of a world of 8 ranks for the expert_groups scenario's closed forms (no communication: the
+/// rank lists are a function of (rank, world, EP, ETP), so every rank answers for all 8), where EDP and
+/// ETP are both above 1 or EDP is 4.
+inline const std::vector<MoeLayout> kWorld8Layouts{{"w8_ep2_etp2_edp2", 2, 2},
+                                                   {"w8_ep2_etp1_edp4", 2, 1},
+                                                   {"w8_ep4_etp2", 4, 2},
+                                                   {"w8_ep1_etp2_edp4", 1, 2}};
+
+/// The dense data-parallel size the moe_layer scenario passes to finalize_moe_grads: the expert gradients
+/// are scaled by 1/kDenseDp (as if the batch were one of kDenseDp replicas').
+constexpr int kDenseDp = 2;
 
 }  // namespace tpsp::checkers::lab06

@@ -39,6 +39,15 @@ RankOutputs run_expert_groups(RunContext& ctx) {
     out[L.name + ".edp_group"] =
         as_row(ExpertParallelState::edp_group_ranks(ctx.rank(), ctx.size(), L.ep, L.etp));
   }
+  for (const MoeLayout& L : kWorld8Layouts) {  // every rank answers for all 8 ranks of a larger world
+    std::vector<Tensor> ep, edp;
+    for (int r = 0; r < 8; ++r) {
+      ep.push_back(as_row(moe::ExpertParallelState::ep_group_ranks(r, 8, L.ep, L.etp)));
+      edp.push_back(as_row(moe::ExpertParallelState::edp_group_ranks(r, 8, L.ep, L.etp)));
+    }
+    out[L.name + ".ep_group"] = cat(ep, 0);
+    out[L.name + ".edp_group"] = cat(edp, 0);
+  }
   return out;
 }
 
@@ -49,6 +58,7 @@ RankOutputs run_topk_ties(RunContext& ctx) {
   const Tensor logits = tie_logits();
   for (int64_t k = 1; k <= 3; ++k)
     out["k" + std::to_string(k)] = as_row(moe::topk_route(logits, k).indices).reshape({logits.size(0), k});
+  out["wide_k3"] = as_row(moe::topk_route(wide_tie_logits(), 3).indices).reshape({2, 3});
   return out;
 }
 
@@ -62,15 +72,21 @@ RankOutputs run_dispatch_plan(RunContext& ctx) {
   ctx.run_on_host();
   RankOutputs out;
   const Tensor x = tokens(moe_x(ctx.in, ctx.sp)), router = moe_router(ctx.in);
-  const moe::Routing routing = moe::topk_route(ops::matmul_forward(x, router), K);
+  // Two routings per layout, one after the other in this process: the router, then its negation (the
+  // favoured expert becomes the least chosen), so that nothing of one plan can serve the next.
+  const moe::Routing routings[] = {moe::topk_route(ops::matmul_forward(x, router), K),
+                                   moe::topk_route(ops::matmul_forward(x, negated(router)), K)};
   for (const MoeLayout& L : moe_layouts(ctx.size())) {
     moe::ExpertParallelState eps(ctx.ps->world_ptr(), L.ep, L.etp);
     ctx.begin_phase(L.name + ".plan");
-    const moe::DispatchPlan p = moe::plan_dispatch(routing, eps, L.name);
-    out[L.name + ".order"] = as_row(p.order).reshape({static_cast<int64_t>(p.order.size())});
-    out[L.name + ".input_splits"] = as_row(p.input_splits);
-    out[L.name + ".output_splits"] = as_row(p.output_splits);
-    out[L.name + ".counts"] = as_row(p.counts);
+    for (int i = 0; i < 2; ++i) {
+      const moe::DispatchPlan p = moe::plan_dispatch(routings[i], eps, L.name);
+      const std::string n = L.name + (i == 0 ? "." : ".second.");
+      out[n + "order"] = as_row(p.order).reshape({static_cast<int64_t>(p.order.size())});
+      out[n + "input_splits"] = as_row(p.input_splits);
+      out[n + "output_splits"] = as_row(p.output_splits);
+      out[n + "counts"] = as_row(p.counts);
+    }
   }
   return out;
 }
@@ -135,7 +151,7 @@ RankOutputs run_moe_layer(RunContext& ctx) {
                         return moe::moe_backward(dy2, w, o, eps, st, 1.f, g);
                       }).reshape(x.shape());
     ctx.begin_phase(L.name + ".finalize");
-    model::finalize_moe_grads(g, eps, seq, 1);
+    model::finalize_moe_grads(g, eps, seq, kDenseDp);
     const std::string p = L.name + ".";
     out[p + "y"] = y;
     out[p + "dx"] = dx;
