@@ -56,6 +56,8 @@ struct ExpectedCall {
   /// The bytes on each world rank, when they differ between ranks (an uneven collective's input): used
   /// instead of tensor_bytes when not empty.
   std::vector<uint64_t> rank_bytes = {};
+  /// The caller's label (CallOpts::label), compared when the scenario sets pattern_labels.
+  std::string label = "";
 };
 /// Phase name ("forward", "backward", ...) → calls, in any order.
 using Pattern = std::map<std::string, std::vector<ExpectedCall>>;
@@ -97,6 +99,12 @@ struct Scenario {
   std::function<ExpectedOutputs(uint64_t seed, int tp, bool sp)> expected;
   /// The calls on the TP group per phase; empty function: the calls are not checked.
   std::function<Pattern(int tp, bool sp)> pattern;
+  /// A pattern whose sizes follow the seed's data (lab06: an all_to_all's rows follow the routing), used
+  /// instead of `pattern` when set.
+  std::function<Pattern(uint64_t seed, int tp, bool sp)> seeded_pattern;
+  /// Compare each call's label too (ExpectedCall::label): lab06's dispatch and combine and their mirrors
+  /// are calls of one kind on one group, and only their labels say which is which.
+  bool pattern_labels = false;
   /// Checks on when the calls were issued and waited against the compute spans; empty: none.
   TimelineCheck timeline;
   std::string id() const { return lab + "/" + name; }

@@ -95,10 +95,14 @@ std::string rank_name(const Layout& l, int world_rank) {
 }
 
 /// Compares the calls each rank recorded with the pattern; "" or the first rank's differences.
-std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
+std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp, uint64_t seed,
                           const std::vector<RankTimeline>& ranks) {
-  if (!sc.pattern) return "";  // a scenario without a pattern checks numbers only
-  const Pattern pattern = sc.pattern(layout.tp, sp);
+  if (!sc.pattern && !sc.seeded_pattern) return "";  // a scenario without a pattern checks numbers only
+  const Pattern pattern =
+      sc.seeded_pattern ? sc.seeded_pattern(seed, layout.tp, sp) : sc.pattern(layout.tp, sp);
+  const auto labelled = [&](std::string key, const std::string& label) {
+    return sc.pattern_labels ? key + " labelled '" + label + "'" : key;
+  };
   for (int w = 0; w < layout.world(); ++w) {
     using Key = std::pair<std::string, uint64_t>;
     std::map<std::string, std::multiset<Key>> got, want;
@@ -107,7 +111,8 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
       const trace::CommRecord& r = c.rec;
       if (c.phase == "setup" || r.op == OpKind::new_group) continue;
       got[c.phase].insert(
-          {call_key(comm::op_name(r.op), r.group, r.dim, comm::reduce_op_name(r.reduce), r.peer),
+          {labelled(call_key(comm::op_name(r.op), r.group, r.dim, comm::reduce_op_name(r.reduce), r.peer),
+                    r.label),
            r.tensor_bytes});
     }
     for (const auto& [phase, calls] : pattern)
@@ -116,8 +121,10 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp,
         const int peer = ((tp_rank + c.peer_offset) % layout.tp + layout.tp) % layout.tp;
         const uint64_t bytes =
             c.rank_bytes.empty() ? c.tensor_bytes : c.rank_bytes.at(static_cast<std::size_t>(w));
-        const Key key{call_key(comm::op_name(c.op), c.group, c.dim, comm::reduce_op_name(c.reduce), peer),
-                      bytes};
+        const Key key{
+            labelled(call_key(comm::op_name(c.op), c.group, c.dim, comm::reduce_op_name(c.reduce), peer),
+                     c.label),
+            bytes};
         want[phase].insert(key);
         what[{phase, key}].push_back(c.what);
       }
@@ -389,7 +396,7 @@ GradeResult grade(const Scenario& sc, const Layout& layout, bool sp, const Expec
   for (int d = 0; d < layout.dp; ++d) check_outputs(want, layout, d, run.dir, tol, res.problems);
   // 3. Communication: the calls on the TP group per phase, against the expected pattern.
   const std::vector<RankTimeline> ranks = timelines(layout, results, res.problems);
-  if (std::string p = check_pattern(sc, layout, sp, ranks); !p.empty()) res.problems.push_back(p);
+  if (std::string p = check_pattern(sc, layout, sp, run.seed, ranks); !p.empty()) res.problems.push_back(p);
   if (std::string p = check_waited(layout, ranks); !p.empty()) res.problems.push_back(p);
   // Under ./grade: that record against what the grader's relay really carried
   // (checkers/sandbox/witness_judge.h).

@@ -67,6 +67,8 @@ struct RunRecord {
   /// Under ./grade's confinement, the witness's verdict on the run's record of its calls (witness_judge.h:
   /// one line per difference, empty when it matched); nullopt for an unconfined run.
   std::optional<std::vector<std::string>> witness = std::nullopt;
+  /// The check's seed (Scenario::seeded_pattern's sizes follow it).
+  uint64_t seed = 0;
 };
 
 /// Grades the run of `sc` at (layout, sp) against `want` (sc.expected at the run's tp and sp).

@@ -53,7 +53,9 @@ bool LabRunner::run_lab(const std::string& lab, const std::string& bin, const st
     const PlannedRun& r = plan[i];
     const ExpectedOutputs& want = expected_.get(*r.sc, r.layout.tp, r.sp);
     if (batched[i]) {
-      GradeResult g = grade(*r.sc, r.layout, r.sp, want, *batched[i]);
+      RunRecord record = *batched[i];
+      record.seed = expected_.seed();
+      GradeResult g = grade(*r.sc, r.layout, r.sp, want, record);
       if (g.verdict == Verdict::passed) {
         file(std::move(g), r, want, run_seconds(r.dir));
         continue;
@@ -108,6 +110,7 @@ std::optional<GradeResult> LabRunner::run_alone(const PlannedRun& r, const std::
     record.witness = out.witness.empty() ? std::vector<std::string>{"the grader has no witness record of this "
                                                                     "run's communication (the launch did not run)"}
                                          : out.witness.front();
+  record.seed = expected_.seed();
   GradeResult g = grade(*r.sc, r.layout, r.sp, want, record);
   if (out.code == 124)
     g.problems.push_back(

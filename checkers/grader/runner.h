@@ -23,6 +23,7 @@ class ExpectedCache {
  public:
   explicit ExpectedCache(uint64_t seed) : seed_(seed) {}
   const ExpectedOutputs& get(const Scenario& sc, int tp, bool sp);
+  uint64_t seed() const { return seed_; }
 
  private:
   uint64_t seed_;

@@ -87,13 +87,21 @@ reference::ParamMap whole_params(uint64_t seed) {
           moe_expert(seed, e, part);
   return P;
 }
-const reference::MoELayerSpec kSpec{H, F, E, K, kCoeff};
+reference::MoELayerSpec spec_of(int64_t topk) {
+  return {H, F, E, topk, kCoeff};
+}
 
-/// The reference router's choices for the tokens x [s', b, h].
-std::vector<int64_t> choices_of(const Tensor& x, const reference::ParamMap& P) {
-  reference::MoELayerActs acts;
-  reference::moe_layer_forward(x, P, "", kSpec, acts);
-  return acts.routing.indices;
+/// The reference router's top-k choices for each rank's tokens: rank r's s/n rows of x under SP, all
+/// of x otherwise.
+std::vector<std::vector<int64_t>> rank_choices(const Tensor& x, const reference::ParamMap& P, int n, bool sp,
+                                               int64_t topk) {
+  std::vector<std::vector<int64_t>> out;
+  for (int r = 0; r < n; ++r) {
+    reference::MoELayerActs acts;
+    reference::moe_layer_forward(sp ? chunk(x, 0, r, n) : x, P, "", spec_of(topk), acts);
+    out.push_back(acts.routing.indices);
+  }
+  return out;
 }
 
 /// The plans of every layout for one router's choices (each rank's), names "<layout><infix>order", ...
@@ -161,12 +169,9 @@ ExpectedOutputs expected_dispatch_plan(uint64_t seed, int n, bool sp) {
   reference::ParamMap P = whole_params(seed);
   const Tensor x = moe_x(seed, sp);
   ExpectedOutputs out;
-  for (const char* infix : {".", ".second."}) {  // the router, then its negation (run.cpp)
-    std::vector<std::vector<int64_t>> choices;   // each rank's
-    for (int r = 0; r < n; ++r) choices.push_back(choices_of(sp ? chunk(x, 0, r, n) : x, P));
-    expect_plans(out, n, choices, infix);
-    P["mlp.router.weight"] = negated(P.at("mlp.router.weight"));
-  }
+  expect_plans(out, n, rank_choices(x, P, n, sp, K), ".");
+  P["mlp.router.weight"] = negated(P.at("mlp.router.weight"));  // the second routing (run.cpp)
+  expect_plans(out, n, rank_choices(x, P, n, sp, kSecondTopk), ".second.");
   return out;
 }
 
@@ -179,7 +184,8 @@ Pattern pattern_dispatch_plan(int n, bool) {
                                        .tensor_bytes = static_cast<uint64_t>(L.ep * L.etp * E * 4),
                                        .what = std::string("the count exchange of ") + which +
                                                " plan: every tp_ep rank's choices per expert",
-                                       .group = "tp_ep"});
+                                       .group = "tp_ep",
+                                       .label = L.name + ".counts"});
   return pat;
 }
 
@@ -216,11 +222,13 @@ Pattern pattern_uneven_collectives(int n, bool) {
            {{.op = OpKind::all_to_all,
              .tensor_bytes = 0,
              .what = "all_gather_v: one all_to_all with split sizes, this rank's rows once to each rank",
-             .rank_bytes = gather}}},
+             .rank_bytes = gather,
+             .label = "lab06.all_gather_v"}}},
           {"reduce_scatter_v",
            {{.op = OpKind::all_to_all,
              .tensor_bytes = static_cast<uint64_t>(total(counts) * CH * 4),
-             .what = "reduce_scatter_v: one all_to_all with split sizes, each segment once to its rank"}}}};
+             .what = "reduce_scatter_v: one all_to_all with split sizes, each segment once to its rank",
+             .label = "lab06.reduce_scatter_v"}}}};
 }
 
 /// Rank r's local experts' gradients of `part`, stacked: its ETP rows of gate and up, columns of fc2.
@@ -236,14 +244,14 @@ Tensor expert_block(const reference::ParamMap& G, const MoeLayout& L, int r, con
 
 ExpectedOutputs expected_moe_layer(uint64_t seed, int n, bool sp) {
   const reference::ParamMap P = whole_params(seed);
-  reference::ParamMap G;
-  for (const auto& [name, t] : P) G[name] = Tensor(t.shape());
-  reference::MoELayerActs acts;
-  const Tensor y = reference::moe_layer_forward(moe_x(seed, sp), P, "", kSpec, acts);
-  const Tensor dx = reference::moe_layer_backward(moe_dy(seed, sp), P, "", kSpec, acts, 1.f, G);
   const Placement rows = sp ? Placement::Shard(0) : Placement::Replicate();
   ExpectedOutputs out;
   for (const MoeLayout& L : moe_layouts(n)) {
+    reference::ParamMap G;
+    for (const auto& [name, t] : P) G[name] = Tensor(t.shape());
+    reference::MoELayerActs acts;
+    const Tensor y = reference::moe_layer_forward(moe_x(seed, sp), P, "", spec_of(L.topk), acts);
+    const Tensor dx = reference::moe_layer_backward(moe_dy(seed, sp), P, "", spec_of(L.topk), acts, 1.f, G);
     const std::string p = L.name + ".";
     out[p + "y"] = {y, rows};
     out[p + "dx"] = {dx, rows};
@@ -272,46 +280,100 @@ ExpectedOutputs expected_moe_layer(uint64_t seed, int n, bool sp) {
   return out;
 }
 
-/// One layer's calls at each layout, on the expert groups (sizes follow the routing: any bytes).
-Pattern pattern_moe_layer(int n, bool sp) {
+/// The rows each rank's all_to_all calls carry at layout L, from the reference routing's counts: what
+/// dispatch sends (its T·k choices), what it receives (the choices of its ep group for its experts), and
+/// what its ETP group received together.
+struct A2aRows {
+  std::vector<int64_t> choices, received, etp_received;  // per world rank
+};
+A2aRows a2a_rows(const std::vector<std::vector<int64_t>>& choices, const MoeLayout& L) {
+  const int n = static_cast<int>(choices.size()), block = L.ep * L.etp;
+  const int64_t per = E / L.ep;
+  A2aRows a;
+  for (int r = 0; r < n; ++r) {
+    const int b0 = r / block * block, first = ep_rank_of(r, L) * static_cast<int>(per);
+    int64_t got = 0;
+    for (int j = 0; j < L.ep; ++j)
+      for (int64_t c : choices[static_cast<std::size_t>(b0 + j * L.etp + etp_rank_of(r, L))])
+        got += c >= first && c < first + per ? 1 : 0;
+    a.choices.push_back(static_cast<int64_t>(choices[static_cast<std::size_t>(r)].size()));
+    a.received.push_back(got);
+  }
+  for (int r = 0; r < n; ++r) {
+    int64_t sum = 0;  // the ranks of r's etp group: r − etp_rank … + ETP − 1
+    for (int q = 0; q < L.etp; ++q) sum += a.received[static_cast<std::size_t>(r - etp_rank_of(r, L) + q)];
+    a.etp_received.push_back(sum);
+  }
+  return a;
+}
+
+/// One layer's calls at each layout on the expert groups, with their labels and, for the all_to_all
+/// calls, each rank's input bytes from the seed's routing: padding, an all-reduce carried by an
+/// all_to_all, or a mirror on the wrong side shows here even when the values come out right.
+Pattern pattern_moe_layer(uint64_t seed, int n, bool sp) {
+  const reference::ParamMap P = whole_params(seed);
+  const Tensor x = moe_x(seed, sp);
   Pattern pat;
   for (const MoeLayout& L : moe_layouts(n)) {
+    const A2aRows a = a2a_rows(rank_choices(x, P, n, sp, L.topk), L);
+    auto bytes = [&](const std::vector<int64_t>& rows, int64_t times) {
+      std::vector<uint64_t> b;
+      for (int64_t r : rows) b.push_back(static_cast<uint64_t>(r * times * H * 4));
+      return b;
+    };
+    auto a2a = [](const char* group, const std::string& label, std::vector<uint64_t> rank_bytes,
+                  const char* what) {
+      return ExpectedCall{.op = OpKind::all_to_all,
+                          .tensor_bytes = 0,
+                          .what = what,
+                          .group = group,
+                          .rank_bytes = std::move(rank_bytes),
+                          .label = label};
+    };
     auto& fwd = pat[L.name + ".forward"];
     auto& bwd = pat[L.name + ".backward"];
-    auto a2a = [](const char* group, const char* what) {
-      return ExpectedCall{.op = OpKind::all_to_all, .tensor_bytes = kAnyBytes, .what = what, .group = group};
-    };
     fwd.push_back({.op = OpKind::all_gather,
                    .tensor_bytes = static_cast<uint64_t>(L.ep * L.etp * E * 4),
                    .what = "the count exchange: every tp_ep rank's choices per expert (float32 [E] each)",
-                   .group = "tp_ep"});
-    fwd.push_back(a2a("ep", "dispatch: the permuted tokens to the EP ranks that hold their experts"));
-    fwd.push_back(a2a("ep", "combine: the experts' outputs back to the tokens' ranks"));
-    bwd.push_back(
-        a2a("ep", "combine's backward: the output gradients to the experts (dispatch's split sizes)"));
-    bwd.push_back(a2a("ep", "dispatch's backward: the input gradients back (combine's split sizes)"));
+                   .group = "tp_ep",
+                   .label = "moe.counts"});
+    fwd.push_back(a2a("ep", "moe.dispatch", bytes(a.choices, 1),
+                      "dispatch: this rank's T·k permuted choices to the EP ranks that hold their experts"));
+    fwd.push_back(a2a("ep", "moe.combine", bytes(a.received, 1),
+                      "combine: the rows this rank received, back to their tokens' ranks"));
+    bwd.push_back(a2a("ep", "moe.combine.grad", bytes(a.choices, 1),
+                      "combine's backward: the T·k output gradients to the experts (dispatch's direction)"));
+    bwd.push_back(a2a("ep", "moe.dispatch.grad", bytes(a.received, 1),
+                      "dispatch's backward: the received rows' input gradients back (combine's direction)"));
     if (L.etp > 1) {
-      fwd.push_back(a2a("etp", "the ETP all-gather (all_gather_v) of the tokens this ETP group received"));
-      fwd.push_back(
-          a2a("etp", "the ETP reduce-scatter (reduce_scatter_v) of fc2's row-parallel partial sums"));
-      bwd.push_back(a2a("etp", "the ETP reduce-scatter's backward: an all-gather (all_gather_v)"));
-      bwd.push_back(a2a("etp", "the ETP all-gather's backward: a reduce-scatter (reduce_scatter_v)"));
+      fwd.push_back(a2a("etp", "moe.etp_all_gather", bytes(a.received, L.etp),
+                        "all_gather_v over ETP: this rank's received rows once to each ETP rank"));
+      fwd.push_back(a2a("etp", "moe.etp_reduce_scatter", bytes(a.etp_received, 1),
+                        "reduce_scatter_v over ETP: fc2's partial sums of the ETP group's rows, each "
+                        "segment once to its rank"));
+      bwd.push_back(a2a("etp", "moe.etp_reduce_scatter.grad", bytes(a.received, L.etp),
+                        "the ETP reduce-scatter's backward: an all_gather_v"));
+      bwd.push_back(a2a("etp", "moe.etp_all_gather.grad", bytes(a.etp_received, 1),
+                        "the ETP all-gather's backward: a reduce_scatter_v"));
     }
     auto& fin = pat[L.name + ".finalize"];
     if (sp && n > 1) {
       fwd.push_back({.op = OpKind::all_reduce,
                      .tensor_bytes = (E + 1) * 4,
-                     .what = "the aux loss's counts and token count summed over the sequence's ranks"});
+                     .what = "the aux loss's counts and token count summed over the sequence's ranks",
+                     .label = "moe.aux_counts"});
       fin.push_back({.op = OpKind::all_reduce,
                      .tensor_bytes = E * H * 4,
-                     .what = "the router's gradient summed over the sequence's ranks (each saw its shard)"});
+                     .what = "the router's gradient summed over the sequence's ranks (each saw its shard)",
+                     .label = "grads.moe_router.sequence_parallel"});
     }
     if (n / (L.ep * L.etp) > 1)
       fin.push_back({.op = OpKind::all_reduce,
                      .tensor_bytes = static_cast<uint64_t>(E / L.ep * 3 * (F / L.etp) * H * 4),
                      .what = "the expert gradients summed over the edp group (the ranks holding the same "
                              "shards), in one coalesced all-reduce",
-                     .group = "edp"});
+                     .group = "edp",
+                     .label = "grads.expert_data_parallel"});
   }
   return pat;
 }
@@ -337,7 +399,8 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .dp_layout = false,
                  .host_code = true,
                  .expected = expected_uneven_collectives,
-                 .pattern = pattern_uneven_collectives});
+                 .pattern = pattern_uneven_collectives,
+                 .pattern_labels = true});
   out.push_back({.lab = "lab06",
                  .name = "dispatch_plan",
                  .summary = "the permutation by expert, the count exchange and the all_to_all split sizes",
@@ -345,7 +408,8 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .dp_layout = false,
                  .host_code = true,
                  .expected = expected_dispatch_plan,
-                 .pattern = pattern_dispatch_plan});
+                 .pattern = pattern_dispatch_plan,
+                 .pattern_labels = true});
   out.push_back({.lab = "lab06",
                  .name = "moe_layer",
                  .summary = "an MoE layer at every EP × ETP layout: outputs, the aux loss, router and expert "
@@ -355,7 +419,8 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .budget_s = 20,
                  .host_code = true,
                  .expected = expected_moe_layer,
-                 .pattern = pattern_moe_layer});
+                 .seeded_pattern = pattern_moe_layer,
+                 .pattern_labels = true});
 }
 
 }  // namespace

@@ -25,13 +25,15 @@ constexpr int64_t kFavoured = 0, kTiedWinner = 1, kTiedLoser = 2, kUnused = E - 
 struct MoeLayout {
   std::string name;
   int ep, etp;
+  int64_t topk = K;  ///< moe_router_topk of the moe_layer scenario at this layout
 };
-/// The layouts of a world of n ranks: EP = n with ETP = 1, ETP = n with EP = 1 (n > 1), and at n = 4 also
-/// EP = ETP = 2 and EP = 2 with two expert-data-parallel replicas (EDP = 2: the edp group is not the ep
-/// group's complement in rank order, it is every EP·ETP-th rank).
+/// The layouts of a world of n ranks: EP = n with ETP = 1, ETP = n with EP = 1 (n > 1, top-3: code that
+/// takes k = 2 for granted fails there), and at n = 4 also EP = ETP = 2 and EP = 2 with two
+/// expert-data-parallel replicas (EDP = 2: the edp group is not the ep group's complement in rank order,
+/// it is every EP·ETP-th rank).
 inline std::vector<MoeLayout> moe_layouts(int n) {
   std::vector<MoeLayout> out{{"ep" + std::to_string(n) + "_etp1", n, 1}};
-  if (n > 1) out.push_back({"ep1_etp" + std::to_string(n), 1, n});
+  if (n > 1) out.push_back({"ep1_etp" + std::to_string(n) + "_top3", 1, n, 3});
   if (n == 4) {
     out.push_back({"ep2_etp2", 2, 2});
     out.push_back({"ep2_etp1_edp2", 2, 1});
@@ -61,6 +63,9 @@ inline Tensor moe_router(const InputDraw& d) {
   for (int64_t j = 0; j < H; ++j) w.at(kTiedLoser * H + j) = w.at(kTiedWinner * H + j);
   return w;
 }
+/// The dispatch_plan scenario's second routing: the negated router, top-k as the first (the same T·k: a
+/// permutation kept from the first plan has the right size).
+constexpr int64_t kSecondTopk = K;
 /// -t (a copy): the dispatch_plan scenario's second router.
 inline Tensor negated(const Tensor& t) {
   Tensor out = t.clone();

@@ -75,7 +75,7 @@ RankOutputs run_dispatch_plan(RunContext& ctx) {
   // Two routings per layout, one after the other in this process: the router, then its negation (the
   // favoured expert becomes the least chosen), so that nothing of one plan can serve the next.
   const moe::Routing routings[] = {moe::topk_route(ops::matmul_forward(x, router), K),
-                                   moe::topk_route(ops::matmul_forward(x, negated(router)), K)};
+                                   moe::topk_route(ops::matmul_forward(x, negated(router)), kSecondTopk)};
   for (const MoeLayout& L : moe_layouts(ctx.size())) {
     moe::ExpertParallelState eps(ctx.ps->world_ptr(), L.ep, L.etp);
     ctx.begin_phase(L.name + ".plan");
@@ -138,7 +138,7 @@ RankOutputs run_moe_layer(RunContext& ctx) {
     moe::ExpertParallelState eps(ctx.ps->world_ptr(), L.ep, L.etp);
     const moe::MoEWeights w = rank_weights(ctx.in, L, ctx.rank());
     comm::ProcessGroup* seq = ctx.sp ? ctx.tp : nullptr;
-    const moe::MoEOptions o{E, K, kCoeff, seq, "moe"};
+    const moe::MoEOptions o{E, L.topk, kCoeff, seq, "moe"};
     moe::MoEState st;
     ctx.begin_phase(L.name + ".forward");
     const Tensor x2 = tokens(x), dy2 = tokens(dy);
@@ -147,9 +147,10 @@ RankOutputs run_moe_layer(RunContext& ctx) {
                      }).reshape(x.shape());
     ctx.begin_phase(L.name + ".backward");
     moe::MoEGrads g;
-    const Tensor dx = guarded("moe_backward", {{"dy", &dy2}, {"x", &x2}}, [&] {
-                        return moe::moe_backward(dy2, w, o, eps, st, 1.f, g);
-                      }).reshape(x.shape());
+    const Tensor dx =
+        guarded("moe_backward", {{"dy", &dy2}, {"x", &x2}, {"the forward's combined rows", &st.combined}},
+                [&] { return moe::moe_backward(dy2, w, o, eps, st, 1.f, g); })
+            .reshape(x.shape());
     ctx.begin_phase(L.name + ".finalize");
     model::finalize_moe_grads(g, eps, seq, kDenseDp);
     const std::string p = L.name + ".";
