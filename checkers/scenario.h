@@ -38,11 +38,7 @@ struct Expected {
 };
 using ExpectedOutputs = std::map<std::string, Expected>;
 
-/// ExpectedCall::tensor_bytes of a call whose size depends on the data (an all_to_all whose split sizes
-/// follow the routing): any size matches; the op, group, dim and reduction must.
-inline constexpr uint64_t kAnyBytes = ~uint64_t{0};
-
-/// A call the scenario must make in a phase: op, the bytes of the tensor S (cost_model.h; kAnyBytes: any)
+/// A call the scenario must make in a phase: op, the bytes of the tensor S (cost_model.h)
 /// and, for all-gather and reduce-scatter, the dim, on a group (the TP group "tp" unless named: lab06's
 /// "ep", "etp", "tp_ep", "edp"); `what` explains it in reports ("g: all-reduce of the partial [s, b, h]").
 struct ExpectedCall {

@@ -134,14 +134,9 @@ std::string check_pattern(const Scenario& sc, const Layout& layout, bool sp, uin
     std::string msg;
     for (const std::string& phase : phases) {
       auto g = got[phase];
-      for (const Key& c : want[phase])  // exact sizes first, then kAnyBytes (multiset order: they come last)
-        if (auto it = c.second == kAnyBytes
-                          ? std::find_if(g.begin(), g.end(), [&](const Key& k) { return k.first == c.first; })
-                          : g.find(c);
-            it != g.end())
+      for (const Key& c : want[phase])
+        if (auto it = g.find(c); it != g.end())
           g.erase(it);
-        else if (c.second == kAnyBytes)
-          msg += fmt::format("\n      {}: missing {} ({})", phase, c.first, describe(what[{phase, c}]));
         else
           msg += fmt::format("\n      {}: missing {} of {} bytes ({})", phase, c.first, c.second,
                              describe(what[{phase, c}]));
