@@ -114,7 +114,9 @@ WorkPtr ProcessGroup::issue_all_to_all(const Tensor& in, Tensor& out, std::vecto
                                        bool async) {
   const int n = size_;
   if (uneven) {
-    check_all_to_all_splits(in, output_split_sizes, input_split_sizes, rank_, n, name_, *backend_);
+    // The call's label beside the group: a layer makes several all_to_all calls on one group.
+    check_all_to_all_splits(in, output_split_sizes, input_split_sizes, rank_, n,
+                            o.label.empty() ? name_ : name_ + " ('" + o.label + "')", *backend_);
   } else {
     check_all_to_all(in, n, name_, *backend_);
     input_split_sizes = output_split_sizes =

@@ -77,8 +77,8 @@ void check_all_to_all_splits(const Tensor& in, const std::vector<int64_t>& outpu
              list(input_split_sizes), " add up to ", rows, " rows, but the input ", shape_str(in.shape()),
              " has ", in.size(0));
   const auto me = static_cast<std::size_t>(rank);
-  TPSP_CHECK(input_split_sizes[me] == output_split_sizes[me], "all_to_all in group ", group, ": rank ", rank,
-             " sends ", input_split_sizes[me], " row(s) to itself (input_split_sizes[", rank,
+  TPSP_CHECK(input_split_sizes[me] == output_split_sizes[me], "all_to_all in group ", group, ": group rank ",
+             rank, " sends ", input_split_sizes[me], " row(s) to itself (input_split_sizes[", rank,
              "]) but expects ", output_split_sizes[me], " from itself (output_split_sizes[", rank, "])");
 }
 

@@ -32,7 +32,8 @@ inline constexpr int64_t kMaxSplitElements = int64_t{1} << 40;
 /// list, none negative, each list's rows at most kMaxSplitElements elements, input_split_sizes adding up
 /// to in.size(0), and the rows this rank keeps
 /// (input_split_sizes[rank]) equal to those it expects from itself (output_split_sizes[rank]), e.g.
-/// "all_to_all in group ep: input_split_sizes [2, 3] add up to 5 rows, but the input [4, 8] has 4".
+/// "all_to_all in group ep ('moe.combine'): input_split_sizes [2, 3] add up to 5 rows, but the input [4, 8]
+/// has 4" (`group`: the group's name, and the call's label when it has one).
 void check_all_to_all_splits(const Tensor& in, const std::vector<int64_t>& output_split_sizes,
                              const std::vector<int64_t>& input_split_sizes, int rank, int n,
                              const std::string& group, const Backend& backend);
