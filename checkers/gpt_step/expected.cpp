@@ -22,7 +22,8 @@ ExpectedOutputs expected_gpt_step(uint64_t seed, int tp, bool sp) {
     const bool vocab =
         spec.placement == Placement::Shard(0) && spec.global_shape[0] != grads.at(name).size(0);
     const Placement p = spec.placement;
-    auto whole = [&](const Tensor& t) { return vocab ? pad_dim(t, 0, spec.global_shape[0]) : t; };
+    const int64_t rows = spec.global_shape[0];
+    auto whole = [&](const Tensor& t) { return vocab ? pad_dim(t, 0, rows) : t; };
     out["grad." + name] = {.whole = whole(grads.at(name)), .placement = p, .real_rows = vocab ? kVocab : -1};
     out["param_after_step." + name] = {.whole = whole(gpt.params().at(name)),
                                        .placement = p,

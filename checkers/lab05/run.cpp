@@ -131,7 +131,7 @@ RankOutputs run_refusals(RunContext& ctx) {
   for (const auto& [what, name] : kNotNormNames)
     for (const bool sp : {false, true})
       check_refusal_naming(ctx, out, what + std::string("_sp_") + (sp ? "on" : "off"), {name},
-                           [&] { model::norm_grad_partial_over_tp(name, sp); });
+                           [&, &n = name] { model::norm_grad_partial_over_tp(n, sp); });
   return out;
 }
 

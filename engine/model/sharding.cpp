@@ -33,7 +33,8 @@ std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, b
   }
   for (auto [name, shape] : gpt_parameter_shapes(cfg)) {
     ShardSpec s{shape, Placement::Replicate(), false};
-    auto ends = [&](const char* suffix) { return name.ends_with(suffix); };
+    // An init-capture, not [&]: lambdas capture structured bindings only from clang 16 on.
+    auto ends = [&n = name](const char* suffix) { return n.ends_with(suffix); };
     if (ends("word_embeddings.weight") || ends("output_layer.weight")) {
       s.global_shape[0] = padded;
       s.placement = Placement::Shard(0);
