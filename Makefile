@@ -48,7 +48,8 @@ test-nogloo: full-repo deps
 ## DEVICE=cuda trains the parallel run on the GPU (a build where nvcc is found; the ranks share one GPU
 ## through host memory unless DEMO_ARGS="--backend nccl"), DEVICE=cuda-emulated on the GPU code paths
 ## without a GPU. MODEL=llama trains the Llama block (RMSNorm, SwiGLU, RoPE, grouped-query attention with
-## heads/2 key/value groups; DEMO_ARGS="--query-groups 1" for fewer groups than tp).
+## heads/2 key/value groups; DEMO_ARGS="--query-groups 1" for fewer groups than tp). MODEL=moe: the Llama block
+## with MoE layers (4 experts, top-2) whose experts are split by expert parallelism over the same ranks (--ep 2).
 demo: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp-demo tpsp-train tpsp-run $(if $(filter cuda,$(DEVICE)),tpsp-train-cuda) -- --no-print-directory

@@ -43,7 +43,8 @@ struct GPT::Acts {
   ops::DropoutKey drop_emb;
   LayerSpec spec;
   std::vector<LayerActs> layers;
-  LlamaLayerSpec llama_spec;  // the Llama block (cfg.llama()) instead of spec/layers
+  std::vector<LlamaLayerSpec>
+      llama_specs;  // the Llama block's, per layer (cfg.llama()) instead of spec/layers
   std::vector<LlamaLayerActs> llama_layers;
   Tensor x_final;  // input of the final norm [s, b, h]
   ops::LayerNormOut lnf;
@@ -89,19 +90,23 @@ float GPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t ite
   x = ops::dropout_forward(x, c.dropout, acts->drop_emb);
 
   if (c.llama()) {
-    acts->llama_spec = {.hidden = h,
-                        .heads = c.heads,
-                        .query_groups = c.num_query_groups,
-                        .ffn = c.ffn_hidden(),
-                        .norm_eps = c.ln_eps,
-                        .rotary_base = c.rotary_base,
-                        .qk_layernorm = c.qk_layernorm,
-                        .positions = {},
-                        .cu_seqlens = {}};
     acts->llama_layers.resize(static_cast<std::size_t>(c.layers));
-    for (int64_t i = 0; i < c.layers; ++i)
-      x = llama_layer_forward(x, params_, layer_prefix(i), acts->llama_spec,
+    for (int64_t i = 0; i < c.layers; ++i) {
+      LlamaLayerSpec spec{.hidden = h,
+                          .heads = c.heads,
+                          .query_groups = c.num_query_groups,
+                          .ffn = c.ffn_hidden(),
+                          .norm_eps = c.ln_eps,
+                          .rotary_base = c.rotary_base,
+                          .qk_layernorm = c.qk_layernorm,
+                          .positions = {},
+                          .cu_seqlens = {}};
+      if (c.moe_layer(i))
+        spec.moe = {h, c.moe_ffn(), c.num_moe_experts, c.moe_router_topk, c.moe_aux_loss_coeff};
+      acts->llama_specs.push_back(spec);
+      x = llama_layer_forward(x, params_, layer_prefix(i), spec,
                               acts->llama_layers[static_cast<std::size_t>(i)]);
+    }
   } else {
     const LayerSpec spec{h, c.heads, c.ln_eps, c.dropout, seed_, iteration};
     acts->layers.resize(static_cast<std::size_t>(c.layers));
@@ -129,6 +134,13 @@ float GPT::forward(const TokenBatch& ids, const TokenBatch& targets, int64_t ite
   return ce.loss;
 }
 
+float GPT::aux_loss() const {
+  TPSP_CHECK(acts_ != nullptr, "aux_loss() called before forward()");
+  float sum = 0.f;
+  for (const LlamaLayerActs& L : acts_->llama_layers) sum += L.moe.aux_loss;
+  return sum;
+}
+
 Tensor GPT::logits() const {
   TPSP_CHECK(acts_ != nullptr, "logits() called before forward()");
   return swap01(acts_->logits);
@@ -154,7 +166,7 @@ void GPT::backward() {
     dx = ops::rmsnorm_backward(out_g.dx, A.x_final, params_.at("decoder.final_layernorm.weight"), A.rmsf.rstd,
                                grads_.at("decoder.final_layernorm.weight"));
     for (int64_t i = c.layers - 1; i >= 0; --i)
-      dx = llama_layer_backward(dx, params_, layer_prefix(i), A.llama_spec,
+      dx = llama_layer_backward(dx, params_, layer_prefix(i), A.llama_specs[static_cast<std::size_t>(i)],
                                 A.llama_layers[static_cast<std::size_t>(i)], grads_);
   } else {
     ops::LayerNormGrads lnf_g = ops::layernorm_backward(

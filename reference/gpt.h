@@ -29,6 +29,9 @@
 // Dropout sites use ops::DropoutKey{seed, dropout_stream(site, iteration), global shape} with
 // sites "embedding", "decoder.layers.i.attention", "decoder.layers.i.hidden_attn",
 // "decoder.layers.i.hidden_mlp"; global shapes [s, b, h] and [b, heads, s, s].
+// The Llama block (GPTConfig::llama()) uses reference/llama_layer.h instead (no position table, no
+// dropout, untied, unfused weights), with reference/moe_layer.h as the MLP of every moe_layer_freq-th
+// layer when num_moe_experts > 0; its load-balancing losses (aux_loss()) join the differentiated loss.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +67,9 @@ class GPT {
   /// Throws ShapeError for bad ids/targets (naming value and position) and NumericError for a
   /// NaN/inf loss.
   float forward(const TokenBatch& ids, const TokenBatch& targets, int64_t iteration = 0);
+  /// The MoE layers' load-balancing losses of the last forward, summed (each already times
+  /// moe_aux_loss_coeff); 0 without MoE. backward() differentiates forward()'s loss plus this.
+  float aux_loss() const;
   /// Logits of the last forward, batch-first [b, s, V].
   Tensor logits() const;
   /// Backward of the last forward: fills grads() (overwrites, no accumulation).

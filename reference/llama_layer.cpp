@@ -63,7 +63,7 @@ std::size_t LlamaLayerActs::bytes() const {
        {&x_in, &ln1.y, &ln1.rstd, &q_raw, &k_raw, &v, &q_norm.y, &q_norm.rstd, &k_norm.y, &k_norm.rstd,
         &mha_qkv, &attn.out, &attn.probs, &x_mid, &ln2.y, &ln2.rstd, &gate_up, &act})
     n += t->nbytes();
-  return n;
+  return n + moe.bytes();
 }
 
 void LlamaLayerSpec::validate(int64_t s) const {

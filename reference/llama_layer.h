@@ -71,7 +71,7 @@ struct LlamaLayerActs {
   Tensor act;           // silu(gate) ⊙ up [s, b, ffn]
   MoELayerActs moe;     // the MoE layer's (spec.has_moe()); moe.aux_loss: its load-balancing loss
   std::vector<int64_t> positions;
-  /// Bytes of the tensors above, the MoE layer's activations (moe) not included.
+  /// Bytes of the tensors above, the MoE layer's experts' activations included (moe.bytes()).
   std::size_t bytes() const;
 };
 

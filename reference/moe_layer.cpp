@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "engine/model/config.h"
 #include "engine/ops/ops.h"
 #include "reference/linear.h"
 
@@ -56,17 +57,17 @@ void MoELayerSpec::validate() const {
              " must not be negative");
 }
 
+std::size_t MoELayerActs::bytes() const {
+  std::size_t n = 0;
+  for (const std::vector<Tensor>* ts : {&xin, &gate_up, &act, &out})
+    for (const Tensor& t : *ts) n += t.nbytes();
+  return n;
+}
+
 std::vector<std::pair<std::string, Shape>> moe_layer_parameter_shapes(const MoELayerSpec& spec,
                                                                       const std::string& prefix) {
   spec.validate();
-  std::vector<std::pair<std::string, Shape>> v{
-      {prefix + "mlp.router.weight", {spec.num_experts, spec.hidden}}};
-  for (int64_t e = 0; e < spec.num_experts; ++e) {
-    v.push_back({expert(prefix, e, "linear_gate"), {spec.ffn, spec.hidden}});
-    v.push_back({expert(prefix, e, "linear_up"), {spec.ffn, spec.hidden}});
-    v.push_back({expert(prefix, e, "linear_fc2"), {spec.hidden, spec.ffn}});
-  }
-  return v;
+  return moe_layer_shapes(spec.hidden, spec.ffn, spec.num_experts, prefix);
 }
 
 Tensor moe_layer_forward(const Tensor& x_in, const ParamMap& P, const std::string& p,

@@ -46,6 +46,8 @@ struct MoELayerActs {
   /// [gate | up] [n_e, 2f], silu(gate) ⊙ up [n_e, f] and output [n_e, h] (before the router's weight).
   std::vector<std::vector<int64_t>> choices;
   std::vector<Tensor> xin, gate_up, act, out;
+  /// Bytes of the experts' activations (xin, gate_up, act, out; x is the layer's input, counted there).
+  std::size_t bytes() const;
 };
 
 /// Parameter names (under `prefix`) and whole shapes: the router, then each expert's gate, up, fc2.

@@ -1,5 +1,7 @@
 #include "engine/model/config.h"
 
+#include <cmath>
+
 #include "engine/error.h"
 
 namespace tpsp {
@@ -30,6 +32,18 @@ std::vector<std::pair<std::string, Shape>> llama_layer_shapes(int64_t h, int64_t
   return out;
 }
 
+std::vector<std::pair<std::string, Shape>> moe_layer_shapes(int64_t h, int64_t f, int64_t num_experts,
+                                                            const std::string& p) {
+  std::vector<std::pair<std::string, Shape>> out{{p + "mlp.router.weight", {num_experts, h}}};
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const std::string x = p + "mlp.experts.local_experts." + std::to_string(e) + ".";
+    out.push_back({x + "linear_gate.weight", {f, h}});
+    out.push_back({x + "linear_up.weight", {f, h}});
+    out.push_back({x + "linear_fc2.weight", {h, f}});
+  }
+  return out;
+}
+
 GPTConfig llama_config(int64_t vocab, int64_t seq, int64_t hidden, int64_t heads, int64_t num_query_groups,
                        int64_t layers, int64_t ffn) {
   return {.vocab = vocab,
@@ -50,9 +64,13 @@ std::vector<std::pair<std::string, Shape>> gpt_parameter_shapes(const GPTConfig&
   const int64_t h = c.hidden, f = c.ffn_hidden();
   if (c.llama()) {
     std::vector<std::pair<std::string, Shape>> out{{"embedding.word_embeddings.weight", {c.vocab, h}}};
-    for (int64_t i = 0; i < c.layers; ++i)
+    for (int64_t i = 0; i < c.layers; ++i) {
       for (auto& e : llama_layer_shapes(h, c.heads, c.query_groups(), f, c.qk_layernorm, layer_prefix(i)))
-        out.push_back(std::move(e));
+        if (!c.moe_layer(i) || e.first.find(".mlp.") == std::string::npos) out.push_back(std::move(e));
+      if (c.moe_layer(i))
+        for (auto& e : moe_layer_shapes(h, c.moe_ffn(), c.num_moe_experts, layer_prefix(i)))
+          out.push_back(std::move(e));
+    }
     out.push_back({"decoder.final_layernorm.weight", {h}});
     if (!c.tied) out.push_back({"output_layer.weight", {c.vocab, h}});
     return out;
@@ -94,6 +112,8 @@ void GPTConfig::validate() const {
                     num_query_groups == 0 && !qk_layernorm;
   const bool llama_block = normalization == "RMSNorm" && activation == "swiglu" &&
                            position_embedding_type == "rope" && !add_bias_linear;
+  TPSP_CHECK(num_moe_experts == 0 || llama_block, "num_moe_experts=", num_moe_experts,
+             ": MoE layers are built on the Llama block only (normalization RMSNorm, swiglu, rope)");
   TPSP_CHECK(
       gpt2 || llama_block, "unsupported block normalization=", normalization, " activation=", activation,
       " position_embedding_type=", position_embedding_type, " add_bias_linear=", add_bias_linear,
@@ -107,13 +127,26 @@ void GPTConfig::validate() const {
   TPSP_CHECK(head_dim() % 2 == 0, "head_dim=", head_dim(),
              " is odd; rotary embedding rotates pairs (i, i + d/2)");
   TPSP_CHECK(rotary_base > 0.f, "rotary_base=", rotary_base, " must be positive");
+  if (num_moe_experts == 0) return;
+  TPSP_CHECK(num_moe_experts > 0, "num_moe_experts=", num_moe_experts, " must not be negative");
+  TPSP_CHECK(moe_router_topk >= 1 && moe_router_topk <= num_moe_experts, "moe_router_topk=", moe_router_topk,
+             " must be between 1 and num_moe_experts=", num_moe_experts);
+  TPSP_CHECK(moe_layer_freq >= 1, "moe_layer_freq=", moe_layer_freq, " must be at least 1");
+  TPSP_CHECK(moe_ffn_hidden_size >= 0, "moe_ffn_hidden_size=", moe_ffn_hidden_size, " must not be negative");
+  TPSP_CHECK(std::isfinite(moe_aux_loss_coeff) && moe_aux_loss_coeff >= 0.f,
+             "moe_aux_loss_coeff=", moe_aux_loss_coeff, " must be finite and not negative");
 }
 
 std::string GPTConfig::str() const {
   if (llama())
     return detail::cat("llama V=", vocab, " s=", seq, " h=", hidden, " heads=", heads,
                        " groups=", query_groups(), " layers=", layers, " ffn=", ffn_hidden(),
-                       qk_layernorm ? " qk_layernorm" : "", tied ? " tied" : " untied");
+                       qk_layernorm ? " qk_layernorm" : "", tied ? " tied" : " untied",
+                       num_moe_experts > 0
+                           ? detail::cat(" moe: experts=", num_moe_experts, " topk=", moe_router_topk,
+                                         " moe_ffn=", moe_ffn(), " every ", moe_layer_freq,
+                                         " layer(s), aux_loss_coeff=", moe_aux_loss_coeff)
+                           : std::string());
   return detail::cat("V=", vocab, " s=", seq, " h=", hidden, " heads=", heads, " layers=", layers,
                      " ffn=", ffn_hidden(), " dropout=", dropout, tied ? " tied" : " untied");
 }

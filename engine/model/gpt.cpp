@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/model/finalize_grads.h"
+#include "engine/model/finalize_moe_grads.h"
 #include "engine/model/llama_tp.h"
 #include "engine/ops/rmsnorm.h"
 #include "engine/random/init.h"
@@ -43,12 +44,15 @@ ParallelGPT::ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps,
   TPSP_CHECK(cfg_.heads % tp == 0, "heads=", cfg_.heads, " is not divisible by tp=", tp);
   TPSP_CHECK(cfg_.ffn_hidden() % tp == 0, "ffn=", cfg_.ffn_hidden(), " is not divisible by tp=", tp);
   padded_vocab_ = (cfg_.vocab + tp - 1) / tp * tp;
-  if (cfg_.llama()) llama_layer_config(cfg_).validate(tp);  // before any parameter is drawn
+  for (int64_t i = 0; cfg_.llama() && i < cfg_.layers; ++i)  // before any parameter is drawn
+    llama_layer_config(cfg_, i).validate(tp);
+  if (cfg_.num_moe_experts > 0) validate_moe_layout();
   specs_ = gpt_shard_specs(cfg_, tp, opt_.sequence_parallel);
+  expert_placements_ = gpt_expert_placements(cfg_);
   init_parameters();
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     if (cfg_.llama())
-      llama_layers_.emplace_back(llama_layer_config(cfg_), "decoder.layers." + std::to_string(i) + ".",
+      llama_layers_.emplace_back(llama_layer_config(cfg_, i), "decoder.layers." + std::to_string(i) + ".",
                                  params_, grads_, tp, opt_.sequence_parallel, opt_.tp_comm_overlap);
     else
       layers_.emplace_back(cfg_, i, params_, grads_, opt_.sequence_parallel, opt_.tp_comm_overlap);
@@ -62,6 +66,24 @@ ParallelGPT::ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps,
   out_opt.tp_comm_overlap = opt_.tp_comm_overlap;
   output_layer_ = std::make_unique<ColumnParallelLinear>(params_.at(out_name), Tensor(), grads_.at(out_name),
                                                          Tensor(), out_opt, "output_layer");
+}
+
+void ParallelGPT::validate_moe_layout() const {
+  const moe::ExpertParallelState* e = opt_.experts;
+  TPSP_CHECK(e != nullptr, "num_moe_experts=", cfg_.num_moe_experts,
+             ": a model with MoE layers needs ParallelOptions::experts (the expert groups, "
+             "moe::ExpertParallelState)");
+  TPSP_CHECK(e->world_size() == ps_.world_size(), "the expert groups fold over world_size=", e->world_size(),
+             " but the model's DP x TP world has ", ps_.world_size(), " ranks");
+  moe::ExpertParallelState::local_experts(cfg_.num_moe_experts, e->ep_size(), e->ep_rank());  // E % EP
+  TPSP_CHECK(cfg_.moe_ffn() % e->etp_size() == 0, "moe_ffn_hidden_size=", cfg_.moe_ffn(),
+             " is not divisible by expert_tensor_parallel_size=", e->etp_size());
+  TPSP_CHECK(ps_.tp_size() == 1 || opt_.sequence_parallel, "MoE layers at tp=", ps_.tp_size(),
+             " need sequence parallelism (Megatron's rule: without it every TP rank would dispatch the same "
+             "tokens)");
+  TPSP_CHECK(opt_.device == Device::cpu && opt_.param_dtype == DType::f32,
+             "MoE layers run on the host in float32 only (device ", device_name(opt_.device), ", parameters ",
+             dtype_name(opt_.param_dtype), ")");
 }
 
 void ParallelGPT::init_parameters() {
@@ -88,13 +110,7 @@ void ParallelGPT::init_parameters() {
                                [&](const std::string& part) { return draw(part, unfused.at(part)); });
     return draw(name, spec.global_shape);
   };
-  for (const auto& [name, spec] : specs_) {
-    // The fused fc1's stride-2 shard is lab05's (shard_linear_fc1, equal to spec.placement's).
-    const Tensor whole = whole_of(name, spec);
-    const Tensor shard = (cfg_.llama() && name.ends_with("mlp.linear_fc1.weight")
-                              ? shard_linear_fc1(whole, ps_.tp_rank(), ps_.tp_size())
-                              : shard_of(whole, spec.placement, ps_.tp_rank(), ps_.tp_size()))
-                             .to(opt_.device);
+  const auto keep = [&](const std::string& name, const Tensor& shard) {
     if (opt_.param_dtype == DType::f32) {
       params_[name] = shard;
     } else {
@@ -104,7 +120,23 @@ void ParallelGPT::init_parameters() {
       params_[name] = shard.to(DType::bf16);
     }
     grads_[name] = Tensor(shard.shape(), DType::f32, opt_.device);  // main_grad: f32
+  };
+  for (const auto& [name, spec] : specs_) {
+    // The fused fc1's stride-2 shard is lab05's (shard_linear_fc1, equal to spec.placement's).
+    const Tensor whole = whole_of(name, spec);
+    keep(name, (cfg_.llama() && name.ends_with("mlp.linear_fc1.weight")
+                    ? shard_linear_fc1(whole, ps_.tp_rank(), ps_.tp_size())
+                    : shard_of(whole, spec.placement, ps_.tp_rank(), ps_.tp_size()))
+                   .to(opt_.device));
   }
+  if (expert_placements_.empty()) return;
+  // This EP rank's experts, each cut over its ETP group (drawn whole, one at a time, as the reference's).
+  const moe::ExpertParallelState& e = *opt_.experts;
+  const auto [first, count] =
+      moe::ExpertParallelState::local_experts(cfg_.num_moe_experts, e.ep_size(), e.ep_rank());
+  for (const auto& [name, where] : expert_placements_)
+    if (where.expert >= first && where.expert < first + count)
+      keep(name, shard_of(draw(name, where.global_shape), where.placement, e.etp_rank(), e.etp_size()));
 }
 
 namespace {
@@ -154,6 +186,10 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   const bool pad = opt_.sequence_parallel && ids.s % tp.size() != 0;
   TPSP_CHECK(!pad || opt_.pad_sequence, "sequence parallelism: s=", ids.s,
              " is not divisible by tp=", tp.size(), " (pad it, or set ParallelOptions::pad_sequence)");
+  TPSP_CHECK(!pad || cfg_.num_moe_experts == 0, "sequence parallelism: s=", ids.s,
+             " is not divisible by tp=", tp.size(),
+             ", and an MoE model cannot be padded (the router would route the padding tokens and "
+             "count them in the load-balancing loss)");
   const int64_t s_padded = pad ? (ids.s + tp.size() - 1) / tp.size() * tp.size() : ids.s;
   TPSP_CHECK(s_padded <= cfg_.seq, "sequence length s=", ids.s, " padded to a multiple of tp=", tp.size(),
              " is ", s_padded, ", more than the position table seq=", cfg_.seq);
@@ -206,7 +242,7 @@ float ParallelGPT::forward_impl(const TokenBatch& ids, const TokenBatch& targets
   S->targets.resize(static_cast<std::size_t>(s * b));
   for (int64_t si = 0; si < s; ++si)
     for (int64_t bi = 0; bi < b; ++bi) S->targets[static_cast<std::size_t>(si * b + bi)] = targets.at(bi, si);
-  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b, padding, cu_seqlens};
+  S->ctx = {&tp, opt_.sequence_parallel, seed_, iteration, s, b, padding, cu_seqlens, opt_.experts};
   S->real_seq = real_seq;
 
   // Activations are f32 whatever the parameters' dtype (bf16 parameters are widened by every op).
@@ -267,6 +303,13 @@ Tensor ParallelGPT::logits_local() const {
   return out;
 }
 
+float ParallelGPT::aux_loss() const {
+  TPSP_CHECK(saved_ != nullptr, "aux_loss() called before forward()");
+  float sum = 0.f;
+  for (const LlamaLayerSaved& l : saved_->llama_layers) sum += l.aux_loss;
+  return sum;
+}
+
 const std::vector<int64_t>& ParallelGPT::rope_positions() const {
   TPSP_CHECK(saved_ != nullptr, "rope_positions() called before forward()");
   return saved_->positions;
@@ -302,7 +345,7 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
   }
   for (std::size_t i = layers_.size() + llama_layers_.size(); i-- > 0;) {
     trace::Span span("layer.backward", "decoder.layers." + std::to_string(i));
-    dx = cfg_.llama() ? llama_layers_[i].backward(dx, S.llama_layers[i], S.ctx)
+    dx = cfg_.llama() ? llama_layers_[i].backward(dx, S.llama_layers[i], S.ctx, loss_scale)
                       : layers_[i].backward(dx, S.layers[i], S.ctx);
   }
 
@@ -326,6 +369,7 @@ void ParallelGPT::backward_micro_batch(float loss_scale) {
 void ParallelGPT::finalize_grads() {
   std::vector<Tensor*> sp, all;
   for (auto& [name, g] : grads_) {
+    if (expert_placements_.contains(name)) continue;  // over the edp group: finalize_moe_grads below
     // Partial over TP: replicated parameters under SP, and the per-head q/k_layernorm weights always.
     // The Llama block's RMSNorm weights: lab05's rule (the same as the specs' flags).
     const bool partial = cfg_.llama() && name.ends_with("layernorm.weight")
@@ -336,6 +380,10 @@ void ParallelGPT::finalize_grads() {
   }
   if (!sp.empty()) allreduce_sequence_parallel_grads(sp, ps_.tp());
   allreduce_data_parallel_grads(all, ps_.dp());
+  // The experts: summed over their edp group, scaled by 1/dp. The router, replicated over TP, was summed
+  // over TP with the SP gradients above (its spec is sequence_parallel) and averaged over DP.
+  for (LlamaLayer& l : llama_layers_)
+    if (l.config().moe()) finalize_moe_grads(l.moe_grads(), *opt_.experts, nullptr, ps_.dp_size());
 }
 
 void ParallelGPT::backward() {

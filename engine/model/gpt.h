@@ -3,7 +3,9 @@
 // megatron/core/models/gpt/gpt_model.py; Shoeybi et al. 2019; Korthikanti et al. 2022).
 //   embedding: VocabParallelEmbedding (vocabulary padded to a multiple of tp) + position embedding
 //              (the GPT-2 block; the Llama block's RoPE is applied inside attention)
-//   layers:    TransformerLayer × L, or LlamaLayer × L for the Llama block (GPTConfig::llama())
+//   layers:    TransformerLayer × L, or LlamaLayer × L for the Llama block (GPTConfig::llama()), whose
+//              MLP is an MoE layer every moe_layer_freq-th layer when num_moe_experts > 0 (experts over
+//              the EP × ETP groups of ParallelOptions::experts, folded over the same ranks)
 //   output:    final LayerNorm (RMSNorm) → ColumnParallelLinear sharing the word embedding's shard
 //              (tied) or its own (untied), no gather → vocab-parallel cross entropy.
 // Parameters keep the reference's names; each local tensor is a slice of the whole parameter
@@ -51,6 +53,10 @@ struct ParallelOptions {
   /// engine/runtime/device_runtime.h activate(): a GPU or the emulated device). Token ids stay on the
   /// host (the embedding uploads them); losses and logits_local() come back to the host.
   Device device = Device::cpu;
+  /// The expert groups (EDP × EP × ETP folded over the same world as DP × TP; Megatron's MoE parallel
+  /// folding) for a config with MoE layers (GPTConfig::num_moe_experts > 0); required then, unused
+  /// otherwise. The caller builds it (collective) and keeps it alive as long as the model.
+  moe::ExpertParallelState* experts = nullptr;
 };
 
 /// One micro-batch: ids and targets [b, s] batch-first.
@@ -62,8 +68,11 @@ struct MicroBatch {
 class ParallelGPT {
  public:
   /// Validates the layout before any collective (heads % tp, ffn % tp, hidden % tp; for the Llama block
-  /// also num_query_groups and tp dividing one another, LlamaLayerConfig::validate) with messages naming
-  /// the values, then builds the local shards. Collective-free.
+  /// also num_query_groups and tp dividing one another, LlamaLayerConfig::validate; with MoE layers
+  /// ParallelOptions::experts present and over this world, num_moe_experts % EP, moe_ffn % ETP, SP when
+  /// tp > 1, f32 parameters on the CPU) with messages naming the values, then builds the local shards:
+  /// TP shards of the dense parameters, and of each MoE layer the router whole and this EP rank's experts
+  /// cut over ETP (gpt_expert_placements). Collective-free.
   ParallelGPT(const GPTConfig& cfg, uint64_t seed, ParallelState& ps, ParallelOptions opt);
 
   const GPTConfig& config() const { return cfg_; }
@@ -91,6 +100,13 @@ class ParallelGPT {
   /// targets of all the sequences.
   float forward_packed(const TokenBatch& ids, const TokenBatch& targets, const PackedSeqParams& packed,
                        int64_t iteration = 0);
+  /// This rank's share of the MoE layers' load-balancing losses of the last forward (Σ over the MoE
+  /// layers; each already times moe_aux_loss_coeff): summed over the TP group it is the replica's. The
+  /// objective that backward differentiates is forward()'s loss plus the replica's aux loss (Megatron
+  /// reports them apart). 0 without MoE.
+  float aux_loss() const;
+  /// The expert weights of the MoE layers (whole layout; this rank holds only its EP rank's experts).
+  const std::map<std::string, ExpertPlacement>& expert_placements() const { return expert_placements_; }
   /// Local logits of the last forward, batch-first [b, s, V_padded/tp] (padded positions dropped).
   Tensor logits_local() const;
   /// The Llama block's RoPE positions of the last forward, one per token of the whole sequence
@@ -109,8 +125,9 @@ class ParallelGPT {
   void backward_micro_batch(float loss_scale);
   /// The gradient reductions after the last micro-batch (Megatron finalize_model_grads): sums the
   /// gradients of sequence_parallel parameters over TP (one coalesced all-reduce, SP only) and
-  /// averages every gradient over DP (one coalesced all-reduce, dp > 1 only). Once per step: a
-  /// buffer reduced again after each micro-batch would count earlier micro-batches several times.
+  /// averages every gradient but the experts' over DP (one coalesced all-reduce, dp > 1 only); the
+  /// experts' are summed over their edp group and scaled by 1/dp (finalize_moe_grads, per MoE layer). Once
+  /// per step: a buffer reduced again after each micro-batch would count earlier micro-batches several times.
   void finalize_grads();
   /// One AdamW step on the local shards (the f32 master copy for bf16 parameters, then rounded into
   /// the parameters).
@@ -128,6 +145,8 @@ class ParallelGPT {
  private:
   struct Saved;
   void init_parameters();
+  /// The MoE checks of the constructor (see there); ShapeError naming the rule.
+  void validate_moe_layout() const;
   /// The forward on ids/targets whose s fits the layout; `padding` [b, s] marks real tokens (1) when
   /// the batch was padded for SP, else undefined; real_seq is s before padding; cu_seqlens: the
   /// packed sequences' boundaries (empty: not packed).
@@ -143,6 +162,7 @@ class ParallelGPT {
   std::map<std::string, Tensor> params_, grads_;
   std::map<std::string, Tensor> master_;  // f32 master copies of bf16 parameters (empty for f32)
   std::map<std::string, ShardSpec> specs_;
+  std::map<std::string, ExpertPlacement> expert_placements_;
   std::map<std::string, ops::AdamWState> opt_state_;
   std::vector<TransformerLayer> layers_;
   std::vector<LlamaLayer> llama_layers_;  // the Llama block (cfg.llama()) instead of layers_

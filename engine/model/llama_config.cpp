@@ -33,14 +33,21 @@ void LlamaLayerConfig::validate(int tp) const {
              " rows are not divisible by tp=", tp);
 }
 
-LlamaLayerConfig llama_layer_config(const GPTConfig& c) {
-  return {.hidden = c.hidden,
-          .heads = c.heads,
-          .num_query_groups = c.num_query_groups,
-          .ffn = c.ffn_hidden(),
-          .norm_eps = c.ln_eps,
-          .rotary_base = c.rotary_base,
-          .qk_layernorm = c.qk_layernorm};
+LlamaLayerConfig llama_layer_config(const GPTConfig& c, int64_t layer) {
+  LlamaLayerConfig l{.hidden = c.hidden,
+                     .heads = c.heads,
+                     .num_query_groups = c.num_query_groups,
+                     .ffn = c.ffn_hidden(),
+                     .norm_eps = c.ln_eps,
+                     .rotary_base = c.rotary_base,
+                     .qk_layernorm = c.qk_layernorm};
+  if (layer >= 0 && c.moe_layer(layer)) {
+    l.num_moe_experts = c.num_moe_experts;
+    l.moe_router_topk = c.moe_router_topk;
+    l.moe_ffn_hidden_size = c.moe_ffn();
+    l.moe_aux_loss_coeff = c.moe_aux_loss_coeff;
+  }
+  return l;
 }
 
 }  // namespace tpsp::model

@@ -35,7 +35,8 @@ struct LlamaLayerConfig {
   void validate(int tp) const;
 };
 
-/// The layer config of a GPTConfig's Llama block.
-LlamaLayerConfig llama_layer_config(const GPTConfig& cfg);
+/// The layer config of a GPTConfig's Llama block: of layer `layer` (its MoE fields set when
+/// cfg.moe_layer(layer)), or with layer = -1 the dense layer (attention and the dense MLP; no MoE).
+LlamaLayerConfig llama_layer_config(const GPTConfig& cfg, int64_t layer = -1);
 
 }  // namespace tpsp::model

@@ -64,7 +64,7 @@ std::map<std::string, Tensor> fused_model_parameters(const GPTConfig& cfg,
   std::map<std::string, Tensor> out = whole;
   for (int64_t i = 0; i < cfg.layers; ++i) {
     const std::string p = "decoder.layers." + std::to_string(i) + ".";
-    out.merge(fuse_llama_layer(whole, llama_layer_config(cfg), p));
+    out.merge(fuse_llama_layer(whole, llama_layer_config(cfg, i), p));
     for (const char* n : {"self_attention.linear_q.weight", "self_attention.linear_k.weight",
                           "self_attention.linear_v.weight", "mlp.linear_gate.weight", "mlp.linear_up.weight"})
       out.erase(p + n);

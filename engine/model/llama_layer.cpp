@@ -146,16 +146,18 @@ Tensor LlamaLayer::forward(const Tensor& x, LlamaLayerSaved& S, const LayerConte
   return ops::add(S.x_mid, fc2_->forward(ops::swiglu_forward(S.gate_up), S.fc2_in, *ctx.tp));
 }
 
-Tensor LlamaLayer::backward(const Tensor& dy, const LlamaLayerSaved& S, const LayerContext& ctx) {
+Tensor LlamaLayer::backward(const Tensor& dy, const LlamaLayerSaved& S, const LayerContext& ctx,
+                            float aux_loss_scale) {
   const int tp = ctx.tp->size(), r = ctx.tp->rank();
   const int64_t d = cfg_.head_dim();
   const LocalHeads L = local_heads(cfg_, r, tp);
   // MLP block: y = x_mid + fc2(swiglu(fc1(RMSNorm(x_mid)))), or x_mid + MoE(RMSNorm(x_mid)) whose
-  // load-balancing loss enters the loss with weight 1 (Megatron's MoEAuxLossAutoScaler at its default).
+  // load-balancing loss enters the loss with weight aux_loss_scale (Megatron's MoEAuxLossAutoScaler: the
+  // main loss's scale).
   Tensor dm;
   if (cfg_.moe()) {
     const Tensor dtokens = dy.reshape({dy.size(0) * dy.size(1), cfg_.hidden});
-    dm = moe::moe_backward(dtokens, moe_w_, moe_options(ctx), *ctx.experts, S.moe, 1.f, moe_g_)
+    dm = moe::moe_backward(dtokens, moe_w_, moe_options(ctx), *ctx.experts, S.moe, aux_loss_scale, moe_g_)
              .reshape(dy.shape());
   } else {
     const Tensor dact = fc2_->backward(dy, S.fc2_in, *ctx.tp);

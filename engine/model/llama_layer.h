@@ -10,7 +10,7 @@
 //              SwiGLU → linear_fc2 RowParallelLinear; or, with LlamaLayerConfig::moe(), RMSNorm → the MoE
 //              layer (engine/moe/moe_layer.h: router, all-to-all dispatch over EP, experts split over ETP)
 //              on this rank's tokens, which needs SP when tp > 1 (Megatron's rule) and the expert groups
-//              in LayerContext::experts; its load-balancing loss enters with weight 1.
+//              in LayerContext::experts; its load-balancing loss enters with backward's aux_loss_scale.
 // Groups over ranks: with groups % tp == 0 each rank holds whole groups; with tp % groups == 0 the fused
 // weight is split evenly, the QKV activation all-gathered over TP along its last dim and each rank keeps
 // its group r / (tp/groups) with its heads/tp query heads (backward: the reduce-scatter of that gather
@@ -109,8 +109,15 @@ class LlamaLayer {
   /// count.
   Tensor forward(const Tensor& x, LlamaLayerSaved& saved, const LayerContext& ctx,
                  const std::vector<int64_t>& positions = {}) const;
-  /// dy shaped like the output → dx shaped like the input; accumulates this layer's gradients.
-  Tensor backward(const Tensor& dy, const LlamaLayerSaved& saved, const LayerContext& ctx);
+  /// dy shaped like the output → dx shaped like the input; accumulates this layer's gradients. An MoE
+  /// layer's load-balancing loss enters the differentiated loss with weight aux_loss_scale (the scale of
+  /// the main loss: 1/K with K micro-batches).
+  Tensor backward(const Tensor& dy, const LlamaLayerSaved& saved, const LayerContext& ctx,
+                  float aux_loss_scale = 1.f);
+  /// An MoE layer's gradient handles (router and local expert shards; into the model's grads map), for
+  /// finalize_moe_grads. Empty for a dense layer.
+  moe::MoEGrads& moe_grads() { return moe_g_; }
+  const LlamaLayerConfig& config() const { return cfg_; }
 
  private:
   LlamaLayerConfig cfg_;

@@ -23,9 +23,17 @@ std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, b
   const int64_t padded = (cfg.vocab + tp - 1) / tp * tp;
   std::map<std::string, ShardSpec> specs;
   if (cfg.llama()) {
-    for (int64_t i = 0; i < cfg.layers; ++i)
+    for (int64_t i = 0; i < cfg.layers; ++i) {
+      const std::string p = "decoder.layers." + std::to_string(i) + ".";
       specs.merge(llama_layer_shard_specs(cfg.hidden, cfg.heads, cfg.query_groups(), cfg.ffn_hidden(),
-                                          cfg.qk_layernorm, "decoder.layers." + std::to_string(i) + ".", sp));
+                                          cfg.qk_layernorm, p, sp));
+      if (!cfg.moe_layer(i)) continue;
+      // An MoE layer: no dense MLP; the router replicated over TP, its gradient partial under SP (each
+      // rank routes its own tokens). The experts are placed over EP × ETP, not TP (expert_placement).
+      specs.erase(p + "mlp.linear_fc1.weight");
+      specs.erase(p + "mlp.linear_fc2.weight");
+      specs[p + "mlp.router.weight"] = {{cfg.num_moe_experts, cfg.hidden}, Placement::Replicate(), sp};
+    }
     specs["decoder.final_layernorm.weight"] = {{cfg.hidden}, Placement::Replicate(), sp};
     specs["embedding.word_embeddings.weight"] = {{padded, cfg.hidden}, Placement::Shard(0)};
     if (!cfg.tied) specs["output_layer.weight"] = {{padded, cfg.hidden}, Placement::Shard(0)};
@@ -51,6 +59,24 @@ std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, b
     specs[name] = s;
   }
   return specs;
+}
+
+std::map<std::string, ExpertPlacement> gpt_expert_placements(const GPTConfig& cfg) {
+  std::map<std::string, ExpertPlacement> out;
+  for (int64_t i = 0; i < cfg.layers; ++i) {
+    if (!cfg.moe_layer(i)) continue;
+    const std::string p = "decoder.layers." + std::to_string(i) + ".";
+    for (const auto& [name, shape] : moe_layer_shapes(cfg.hidden, cfg.moe_ffn(), cfg.num_moe_experts, p)) {
+      if (name.ends_with("mlp.router.weight")) continue;
+      const std::string rest = name.substr(p.size() + std::string("mlp.experts.local_experts.").size());
+      const std::size_t dot = rest.find('.');
+      ExpertPlacement e{i, std::stoll(rest.substr(0, dot)), rest.substr(dot + 1, rest.rfind('.') - dot - 1),
+                        shape, Placement::Shard(0)};
+      if (e.part == "linear_fc2") e.placement = Placement::Shard(1);
+      out[name] = e;
+    }
+  }
+  return out;
 }
 
 }  // namespace tpsp::model

@@ -26,8 +26,25 @@ struct ShardSpec {
   bool partial_over_tp = false;
 };
 
-/// Whole-parameter layout for a config at a TP size (names as gpt_parameter_shapes).
+/// Whole-parameter layout for a config at a TP size (names as gpt_parameter_shapes). An MoE layer lists
+/// its router (replicated; sequence_parallel under SP) but not its experts, which are placed over the
+/// expert groups instead (ExpertPlacement).
 std::map<std::string, ShardSpec> gpt_shard_specs(const GPTConfig& cfg, int tp, bool sequence_parallel);
+
+/// Where one expert weight of an MoE layer lives: layer, expert (global index), part ("linear_gate",
+/// "linear_up" or "linear_fc2"). Its whole [f, h] (fc2: [h, f]) tensor is held by EP rank
+/// expert / (E/EP), split over that rank's ETP group: gate and up Shard(0), fc2 Shard(1); every edp
+/// rank holds a copy.
+struct ExpertPlacement {
+  int64_t layer = 0, expert = 0;
+  std::string part;
+  Shape global_shape;
+  /// Shard(0) for linear_gate and linear_up, Shard(1) for linear_fc2, over the ETP group.
+  Placement placement;
+};
+
+/// The expert weights of every MoE layer of a config (names as gpt_parameter_shapes), empty without MoE.
+std::map<std::string, ExpertPlacement> gpt_expert_placements(const GPTConfig& cfg);
 
 /// The fused parameters of one Llama layer (engine/model/llama_layer.h) under `prefix`: linear_qkv
 /// [groups·(heads/groups + 2)·d, h] Shard(0) (per-group layout), linear_fc1 [2·ffn, h] Shard(0, 2),

@@ -38,6 +38,8 @@ class ExpertParallelState {
   int ep_rank() const { return world_rank_ / etp_size_ % ep_size_; }
   int etp_rank() const { return world_rank_ % etp_size_; }
   int edp_size() const { return world_size_ / (ep_size_ * etp_size_); }
+  /// The world these groups fold over.
+  int world_size() const { return world_size_; }
 
   /// The experts EP rank `ep_rank` holds of `num_experts`: [first, first + count). ShapeError
   /// "num_moe_experts=6 is not divisible by expert_model_parallel_size=4".

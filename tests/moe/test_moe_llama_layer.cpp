@@ -207,7 +207,7 @@ TEST_CASE("MoE Llama config and shard_moe_layer refuse bad values naming the rul
   CHECK_THROWS_WITH_AS(
       c.validate(2), doctest::Contains("moe_aux_loss_coeff=-1 must be finite and not negative"), ShapeError);
   c = config();
-    c.num_moe_experts = -2;
+  c.num_moe_experts = -2;
   c.ffn = 8;  // a dense width, so that only the expert count is wrong
   CHECK_THROWS_WITH_AS(c.validate(2), doctest::Contains("num_moe_experts=-2 must not be negative"),
                        ShapeError);

@@ -70,11 +70,21 @@ inline void make_batch(int64_t b, int64_t s, int64_t vocab, uint64_t salt, Token
 /// sums the same terms in another order (docs/tolerances.md). AdamW divides by √v + eps: a gradient that
 /// is zero analytically (the key bias: softmax ignores a constant added to every score) carries ~1e-10
 /// rounding noise that the update scales up to ~lr·noise/eps ≈ 1e-5, so parameters use atol 2e-5.
+/// An MoE model's expert weights (gpt.expert_placements()) are this rank's ETP cut of its EP rank's experts:
+/// `experts` must then be the model's expert groups.
 inline void expect_step_equals_reference(model::ParallelGPT& gpt, reference::GPT& ref, float loss,
                                          float ref_loss, const Tensor& ref_logits, ParallelState& ps, int dp,
-                                         int64_t b_local) {
+                                         int64_t b_local, const moe::ExpertParallelState* experts = nullptr) {
   const GPTConfig& c = gpt.config();
   const int tp = ps.tp_size();
+  // The slice of the reference's whole tensor that this rank holds: a TP shard, or an expert's ETP cut.
+  const auto mine = [&](const std::string& name, const Tensor& whole) {
+    const auto e = gpt.expert_placements().find(name);
+    if (e == gpt.expert_placements().end())
+      return expected_shard(whole, gpt.shard_spec(name), ps.tp_rank(), tp);
+    expect(experts != nullptr, "expert weight " + name + " but no expert groups given");
+    return shard_of(whole, e->second.placement, experts->etp_rank(), experts->etp_size());
+  };
   if (dp == 1)
     expect(std::fabs(loss - ref_loss) <= 1e-5 + 1e-5 * std::fabs(ref_loss),
            "loss " + std::to_string(loss) + " != reference " + std::to_string(ref_loss));
@@ -87,16 +97,19 @@ inline void expect_step_equals_reference(model::ParallelGPT& gpt, reference::GPT
   gpt.backward();
   const auto ref_grads = model::fused_model_parameters(c, ref.grads());
   for (const auto& [name, g] : gpt.grads())
-    expect_close(g, expected_shard(ref_grads.at(name), gpt.shard_spec(name), ps.tp_rank(), tp), 1e-3, 2e-6,
-                 "grad " + name);
+    expect_close(g, mine(name, ref_grads.at(name)), 1e-3, 2e-6, "grad " + name);
   const ops::AdamWConfig adam;
   ref.step(adam);
   gpt.step(adam);
   const auto ref_params = model::fused_model_parameters(c, ref.params());
   for (const auto& [name, p] : gpt.params()) {
-    const model::ShardSpec& spec = gpt.shard_spec(name);
-    const Tensor want = expected_shard(ref_params.at(name), spec, ps.tp_rank(), tp);
+    const Tensor want = mine(name, ref_params.at(name));
     int64_t rows = p.size(0);  // padded vocabulary rows have no reference counterpart
+    if (gpt.expert_placements().contains(name)) {
+      expect_close(p, want, 1e-4, 2e-5, "param after AdamW " + name);
+      continue;
+    }
+    const model::ShardSpec& spec = gpt.shard_spec(name);
     if (spec.placement == Placement::Shard(0) && spec.global_shape[0] != ref_params.at(name).size(0))
       rows = std::clamp<int64_t>(c.vocab - ps.tp_rank() * p.size(0), 0, p.size(0));
     expect_close(p.slice0(0, rows), want.slice0(0, rows), 1e-4, 2e-5, "param after AdamW " + name);

@@ -87,6 +87,11 @@ int main(int argc, char** argv) {
           (self_dir() / "tpsp-train-cuda").string());
       return 2;
     }
+    const bool moe = o.gpt.num_moe_experts > 0;
+    TPSP_CHECK(!moe || o.dp == 1 || o.gpt.moe_aux_loss_coeff == 0.f, "--model moe at dp=", o.dp,
+               ": each data-parallel replica's load-balancing loss is its own batch's (Megatron's), not the "
+               "global batch's the single-process reference sees; compare at dp=1 or with "
+               "--moe-aux-loss-coeff 0");
     fs::create_directories(out_dir);
     fmt::print("tpsp demo: {} on '{}' ({} bytes)\n", o.gpt.str(), o.text, fs::file_size(o.text));
     fmt::print(
@@ -94,16 +99,22 @@ int main(int argc, char** argv) {
         "sequence_parallel={}, device {} (backend {}; the reference runs on the CPU)\n\n",
         o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off",
         o.device, o.backend);
+    if (moe)
+      fmt::print(
+          "  experts folded over the same {} ranks: expert_model_parallel_size={} "
+          "expert_tensor_parallel_size={} (each rank holds {} of the {} experts of every MoE layer)\n\n",
+          o.tp * o.dp, o.ep, o.etp, o.experts / o.ep, o.experts);
 
     // 1. The single-process reference.
     const train::ByteDataset data(o.text);
     reference::GPT ref(o.gpt, o.seed);
-    std::vector<float> ref_losses;
+    std::vector<float> ref_losses, ref_aux;
     TokenBatch ids, targets;
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < o.steps; ++step) {
       data.batch(step, o.batch, o.gpt.seq, o.seed, ids, targets);
       ref_losses.push_back(ref.forward(ids, targets, step));
+      ref_aux.push_back(ref.aux_loss());
       ref.backward();
       ref.step(o.adamw);
     }
@@ -138,6 +149,7 @@ int main(int argc, char** argv) {
     }
     json report = json::parse(std::ifstream(out_dir + "/report.json"));
     const std::vector<float> tp_losses = report["losses"];
+    const std::vector<float> tp_aux = report.value("aux_losses", std::vector<float>{});
 
     // 3. Losses side by side.
     fmt::print("\n{:>5}  {:>12}  {:>12}  {:>10}  {:>10}\n", "step", "reference",
@@ -165,6 +177,18 @@ int main(int argc, char** argv) {
         if (double d = std::fabs(p.at(k) - q.at(k)); d > max_param) max_param = d, max_name = name;
     }
     fmt::print("\nparameters after {} steps: max |Δ| = {:.3e} (in {})\n", o.steps, max_param, max_name);
+    double worst_aux = 0;
+    if (moe) {  // the load-balancing loss: the objective's second term, checked like the first
+      TPSP_CHECK(tp_aux.size() == ref_aux.size(), "the parallel run reported ", tp_aux.size(),
+                 " load-balancing losses for ", ref_aux.size(), " steps");
+      for (std::size_t i = 0; i < ref_aux.size(); ++i)
+        worst_aux = std::max(worst_aux, std::fabs(double(ref_aux[i]) - tp_aux[i]) / std::fabs(ref_aux[i]));
+      fmt::print(
+          "load-balancing loss (Σ over the {} MoE layers, coefficient {}): step 0 reference {:.6f}, "
+          "parallel {:.6f}; last step {:.6f} and {:.6f}; worst relative |Δ| = {:.2e}\n",
+          (o.gpt.layers + o.gpt.moe_layer_freq - 1) / o.gpt.moe_layer_freq, o.gpt.moe_aux_loss_coeff,
+          ref_aux.front(), tp_aux.front(), ref_aux.back(), tp_aux.back(), worst_aux);
+    }
 
     // 5. Communication and memory.
     fmt::print("\ncommunication of one training step on rank 0 ({} calls; bytes sent by this rank):\n",
@@ -214,14 +238,14 @@ int main(int argc, char** argv) {
           "(h={}), so each step is bound by the collectives and their synchronisation, not by "
           "arithmetic; `make bench` shows from which hidden size tp=2 starts to pay here)\n",
           o.tp * o.dp, o.gpt.hidden);
-    const bool ok = worst_rel <= kLossRelTol;
+    const bool ok = worst_rel <= kLossRelTol && worst_aux <= kLossRelTol;
+    const std::string layout = "tp=" + std::to_string(o.tp) + (o.sequence_parallel ? "+SP" : "") +
+                               (moe ? fmt::format(" ep={} etp={}", o.ep, o.etp) : "");
     fmt::print(
-        "\nverdict: {} — worst per-step relative loss |Δ| = {:.2e} at step {} (tolerance {:.0e}); "
+        "\nverdict: {} — worst per-step relative loss |Δ| = {:.2e} at step {} (tolerance {:.0e}){}; "
         "max parameter |Δ| = {:.2e}; lab code: " TPSP_LAB_CODE "\n",
-        ok ? "MATCH, tp=" + std::to_string(o.tp) + (o.sequence_parallel ? "+SP" : "") +
-                 " is the same model as the reference"
-           : "MISMATCH",
-        worst_rel, worst_step, kLossRelTol, max_param);
+        ok ? "MATCH, " + layout + " is the same model as the reference" : "MISMATCH", worst_rel, worst_step,
+        kLossRelTol, moe ? fmt::format(", load-balancing loss {:.2e}", worst_aux) : "", max_param);
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tpsp-demo: error: {}\n", e.what());

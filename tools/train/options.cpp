@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "tools/train/paths.h"
 
@@ -44,7 +45,29 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
          "--model", o.model,
          "the block: gpt (GPT-2: LayerNorm, GELU, learned positions, biases) or llama (RMSNorm, SwiGLU "
          "with a fused fc1, RoPE, grouped-query attention, no biases)")
-      ->check(CLI::IsMember({"gpt", "llama"}));
+      ->check(CLI::IsMember({"gpt", "llama", "moe"}));
+  app.add_option("--experts", o.experts, "moe: experts per MoE layer (num_moe_experts)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--moe-topk", o.moe_topk, "moe: experts per token (moe_router_topk)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--moe-ffn", o.moe_ffn,
+                 "moe: each expert's ffn width (moe_ffn_hidden_size; 0: the dense ffn)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--moe-aux-loss-coeff", o.moe_aux_loss_coeff,
+                 "moe: coefficient of the load-balancing loss (moe_aux_loss_coeff)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--moe-layer-freq", o.moe_layer_freq,
+                 "moe: every n-th layer is an MoE layer (0, n, 2n, ...)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--ep", o.ep,
+                 "moe: expert_model_parallel_size, folded over the same ranks as tp x dp (0: the largest "
+                 "dividing both world/etp and the experts)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--etp", o.etp, "moe: expert_tensor_parallel_size")->check(CLI::PositiveNumber);
   app.add_option(
          "--query-groups", o.gpt.num_query_groups,
          "llama: key/value groups (num_query_groups; default heads/2, grouped-query attention). Groups "
@@ -53,7 +76,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
 }
 
 void apply_model(TrainOptions& o) {
-  if (o.model != "llama") return;
+  if (o.model == "gpt") return;
   const GPTConfig g = o.gpt;
   // Default: the most key/value groups g ≤ heads/2 that divide the heads and fit tp (g % tp == 0 or
   // tp % g == 0), so any heads % tp == 0 gets grouped-query attention (1 group at worst).
@@ -62,6 +85,13 @@ void apply_model(TrainOptions& o) {
     if (g.heads % k == 0 && (k % o.tp == 0 || o.tp % k == 0)) groups = k;
   o.gpt = llama_config(g.vocab, g.seq, g.hidden, g.heads, groups, g.layers, g.ffn);
   o.gpt.dropout = g.dropout;  // refused by validate() unless 0: the Llama block has no dropout
+  if (o.model != "moe") return;
+  o.gpt.num_moe_experts = o.experts;
+  o.gpt.moe_router_topk = o.moe_topk;
+  o.gpt.moe_ffn_hidden_size = o.moe_ffn;
+  o.gpt.moe_aux_loss_coeff = o.moe_aux_loss_coeff;
+  o.gpt.moe_layer_freq = o.moe_layer_freq;
+  if (o.ep == 0) o.ep = static_cast<int>(std::gcd<int64_t>(std::max(1, o.tp * o.dp / o.etp), o.experts));
 }
 
 std::string train_options_flags(const TrainOptions& o) {
@@ -77,6 +107,11 @@ std::string train_options_flags(const TrainOptions& o) {
          (o.tp_comm_overlap ? " --tp-comm-overlap" : "") +
          (o.model == "gpt" ? ""
                            : fmt::format(" --model {} --query-groups {}", o.model, o.gpt.num_query_groups)) +
+         (o.model != "moe" ? ""
+                           : fmt::format(" --experts {} --moe-topk {} --moe-ffn {} --moe-aux-loss-coeff {} "
+                                         "--moe-layer-freq {} --ep {} --etp {}",
+                                         o.experts, o.moe_topk, o.moe_ffn, o.moe_aux_loss_coeff,
+                                         o.moe_layer_freq, o.ep, o.etp)) +
          (o.device == "cpu" ? "" : " --device " + o.device) + " --backend " + o.backend;
 }
 
