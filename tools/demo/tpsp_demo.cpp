@@ -18,6 +18,7 @@
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
 #include "engine/model/llama_layer.h"
+#include "engine/moe/expert_parallel_state.h"
 #include "engine/random/philox.h"
 #include "engine/train/data.h"
 #include "reference/gpt.h"
@@ -66,6 +67,26 @@ std::string generate(reference::GPT& ref, const std::string& prompt, int n, uint
   return text;
 }
 
+/// The expert groups of an MoE run, checked before any rank starts (ShapeError naming the rule), and what
+/// each rank holds.
+void print_expert_layout(const train::TrainOptions& o) {
+  const int world = o.tp * o.dp;
+  moe::ExpertParallelState::check_layout(world, o.ep, o.etp);
+  moe::ExpertParallelState::local_experts(o.experts, o.ep, 0);
+  TPSP_CHECK(o.gpt.moe_ffn() % o.etp == 0, "moe_ffn_hidden_size=", o.gpt.moe_ffn(),
+             " is not divisible by expert_tensor_parallel_size=", o.etp);
+  const std::string held = o.etp == 1 ? fmt::format("{} whole experts of the {}", o.experts / o.ep, o.experts)
+                                      : fmt::format("a 1/{} slice (ETP) of each of {} experts of the {}",
+                                                    o.etp, o.experts / o.ep, o.experts);
+  fmt::print(
+      "  experts over the same {} ranks: expert_model_parallel_size={} expert_tensor_parallel_size={}; each "
+      "rank holds {} of every MoE layer{}\n\n",
+      world, o.ep, o.etp, held,
+      o.ep * o.etp == 1 && world > 1 ? " (EP = ETP = 1: the experts are replicated, no token moves; --ep "
+                                       "needs a size dividing both the ranks and the experts)"
+                                     : "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,11 +120,7 @@ int main(int argc, char** argv) {
         "sequence_parallel={}, device {} (backend {}; the reference runs on the CPU)\n\n",
         o.batch, o.gpt.seq, o.steps, o.adamw.lr, o.seed, o.tp, o.dp, o.sequence_parallel ? "on" : "off",
         o.device, o.backend);
-    if (moe)
-      fmt::print(
-          "  experts folded over the same {} ranks: expert_model_parallel_size={} "
-          "expert_tensor_parallel_size={} (each rank holds {} of the {} experts of every MoE layer)\n\n",
-          o.tp * o.dp, o.ep, o.etp, o.experts / o.ep, o.experts);
+    if (moe) print_expert_layout(o);
 
     // 1. The single-process reference.
     const train::ByteDataset data(o.text);
@@ -153,7 +170,9 @@ int main(int argc, char** argv) {
 
     // 3. Losses side by side.
     fmt::print("\n{:>5}  {:>12}  {:>12}  {:>10}  {:>10}\n", "step", "reference",
-               fmt::format("tp={}{}", o.tp, o.sequence_parallel ? "+sp" : ""), "|Δ|", "rel |Δ|");
+               fmt::format("tp={}{}{}", o.tp, o.sequence_parallel ? "+sp" : "",
+                           moe ? fmt::format(" ep={}", o.ep) : ""),
+               "|Δ|", "rel |Δ|");
     double worst_rel = 0;
     int64_t worst_step = 0;
     std::ofstream csv(out_dir + "/losses.csv");
@@ -183,10 +202,12 @@ int main(int argc, char** argv) {
                  " load-balancing losses for ", ref_aux.size(), " steps");
       for (std::size_t i = 0; i < ref_aux.size(); ++i)
         worst_aux = std::max(worst_aux, std::fabs(double(ref_aux[i]) - tp_aux[i]) / std::fabs(ref_aux[i]));
+      const int64_t moe_layers = (o.gpt.layers + o.gpt.moe_layer_freq - 1) / o.gpt.moe_layer_freq;
       fmt::print(
-          "load-balancing loss (Σ over the {} MoE layers, coefficient {}): step 0 reference {:.6f}, "
-          "parallel {:.6f}; last step {:.6f} and {:.6f}; worst relative |Δ| = {:.2e}\n",
-          (o.gpt.layers + o.gpt.moe_layer_freq - 1) / o.gpt.moe_layer_freq, o.gpt.moe_aux_loss_coeff,
+          "load-balancing loss (the Switch loss, Σ over the {} MoE layers, coefficient {}; {:.6f} when every "
+          "expert gets its share; not in the table above, which is the cross entropy): step 0 reference "
+          "{:.6f}, parallel {:.6f}; last step {:.6f} and {:.6f}; worst relative |Δ| = {:.2e}\n",
+          moe_layers, o.gpt.moe_aux_loss_coeff, o.gpt.moe_aux_loss_coeff * static_cast<double>(moe_layers),
           ref_aux.front(), tp_aux.front(), ref_aux.back(), tp_aux.back(), worst_aux);
     }
 
@@ -194,8 +215,18 @@ int main(int argc, char** argv) {
     fmt::print("\ncommunication of one training step on rank 0 ({} calls; bytes sent by this rank):\n",
                report["comm_step_calls"].get<int64_t>());
     for (const json& e : report["comm_step"])
-      fmt::print("  {:<32} {:>4} calls  {:>12}\n", e["op"].get<std::string>(), e["calls"].get<int64_t>(),
-                 human_bytes(e["bytes"].get<double>()));
+      fmt::print("  {:<32} {:>4} calls  {:>12}{}\n", e["op"].get<std::string>(), e["calls"].get<int64_t>(),
+                 human_bytes(e["bytes"].get<double>()),
+                 e["bytes"].get<double>() == 0
+                     ? "  (a one-rank group: the calls are made and recorded, nothing moves)"
+                     : "");
+    if (moe)
+      fmt::print(
+          "  (MoE: all_to_all (ep) is the tokens' dispatch to their experts and the combine back, forward "
+          "and "
+          "backward; all_to_all (etp) carries ETP's all-gather and reduce-scatter of uneven row counts; "
+          "all_gather (tp_ep) the tokens per expert; all_reduce (tp) includes the router's SP gradient and "
+          "the load-balancing loss's counts; docs/lessons/lab06_expert_parallel.md section 4)\n");
     auto total = [](const json& a) {
       double t = 0;
       for (const json& x : a) t += x.get<double>();
@@ -211,6 +242,10 @@ int main(int argc, char** argv) {
     if (mem_other > 0)
       fmt::print("  per rank, tp={} sequence_parallel={}: {}\n", o.tp, o.sequence_parallel ? "off" : "on ",
                  human_bytes(mem_other));
+    else if (moe && o.tp > 1)
+      fmt::print(
+          "  (no sequence_parallel=off run: an MoE layer at tp > 1 needs SP; the experts' share of "
+          "these bytes follows the routing of step 0's batch)\n");
 
     // 6. Plot, sample, verdict.
     const std::string png = out_dir + "/losses.png";
@@ -245,7 +280,8 @@ int main(int argc, char** argv) {
         "\nverdict: {} — worst per-step relative loss |Δ| = {:.2e} at step {} (tolerance {:.0e}){}; "
         "max parameter |Δ| = {:.2e}; lab code: " TPSP_LAB_CODE "\n",
         ok ? "MATCH, " + layout + " is the same model as the reference" : "MISMATCH", worst_rel, worst_step,
-        kLossRelTol, moe ? fmt::format(", load-balancing loss {:.2e}", worst_aux) : "", max_param);
+        kLossRelTol, moe ? fmt::format(", load-balancing loss's worst relative |Δ| = {:.2e}", worst_aux) : "",
+        max_param);
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tpsp-demo: error: {}\n", e.what());

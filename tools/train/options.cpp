@@ -43,8 +43,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--lr", o.adamw.lr, "AdamW learning rate");
   app.add_option(
          "--model", o.model,
-         "the block: gpt (GPT-2: LayerNorm, GELU, learned positions, biases) or llama (RMSNorm, SwiGLU "
-         "with a fused fc1, RoPE, grouped-query attention, no biases)")
+         "the block: gpt (GPT-2: LayerNorm, GELU, learned positions, biases), llama (RMSNorm, SwiGLU "
+         "with a fused fc1, RoPE, grouped-query attention, no biases) or moe (llama with a mixture of "
+         "experts in place of the MLPs: the --experts ... --etp options)")
       ->check(CLI::IsMember({"gpt", "llama", "moe"}));
   app.add_option("--experts", o.experts, "moe: experts per MoE layer (num_moe_experts)")
       ->check(CLI::PositiveNumber)
@@ -53,7 +54,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--moe-ffn", o.moe_ffn,
-                 "moe: each expert's ffn width (moe_ffn_hidden_size; 0: the dense ffn)")
+                 "moe: each expert's ffn width (moe_ffn_hidden_size; 0: the same width as the dense ffn, 4h)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--moe-aux-loss-coeff", o.moe_aux_loss_coeff,
                  "moe: coefficient of the load-balancing loss (moe_aux_loss_coeff)")
@@ -64,10 +65,26 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--ep", o.ep,
-                 "moe: expert_model_parallel_size, folded over the same ranks as tp x dp (0: the largest "
-                 "dividing both world/etp and the experts)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--etp", o.etp, "moe: expert_tensor_parallel_size")->check(CLI::PositiveNumber);
+                 "moe: expert_model_parallel_size, the ranks the experts are divided among, folded over the "
+                 "same ranks as tp x dp (0, the default: the largest size dividing both world/etp and the "
+                 "experts)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option(
+         "--etp", o.etp,
+         "moe: expert_tensor_parallel_size, the ranks each expert is split over (gate and up by rows, "
+         "fc2 by columns); ep x etp must divide tp x dp")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  // The MoE options shape an MoE model only: given with another --model they are refused, not ignored.
+  app.parse_complete_callback([&app, &o] {
+    if (o.model == "moe") return;
+    for (const char* flag : {"--experts", "--moe-topk", "--moe-ffn", "--moe-aux-loss-coeff",
+                             "--moe-layer-freq", "--ep", "--etp"})
+      if (app.count(flag) > 0)
+        throw CLI::ValidationError(
+            flag, std::string("is an MoE option: it needs --model moe (got --model ") + o.model + ")");
+  });
   app.add_option(
          "--query-groups", o.gpt.num_query_groups,
          "llama: key/value groups (num_query_groups; default heads/2, grouped-query attention). Groups "
@@ -88,7 +105,8 @@ void apply_model(TrainOptions& o) {
   if (o.model != "moe") return;
   o.gpt.num_moe_experts = o.experts;
   o.gpt.moe_router_topk = o.moe_topk;
-  o.gpt.moe_ffn_hidden_size = o.moe_ffn;
+  o.gpt.moe_ffn_hidden_size = o.moe_ffn > 0 ? o.moe_ffn : o.gpt.ffn_hidden();
+  o.moe_ffn = o.gpt.moe_ffn_hidden_size;  // resolved, so that the flags handed on say the width
   o.gpt.moe_aux_loss_coeff = o.moe_aux_loss_coeff;
   o.gpt.moe_layer_freq = o.moe_layer_freq;
   if (o.ep == 0) o.ep = static_cast<int>(std::gcd<int64_t>(std::max(1, o.tp * o.dp / o.etp), o.experts));
