@@ -82,8 +82,9 @@ void ParallelGPT::validate_moe_layout() const {
              " need sequence parallelism (Megatron's rule: without it every TP rank would dispatch the same "
              "tokens)");
   TPSP_CHECK(opt_.device == Device::cpu && opt_.param_dtype == DType::f32,
-             "MoE layers run on the host in float32 only (device ", device_name(opt_.device), ", parameters ",
-             dtype_name(opt_.param_dtype), ")");
+             "MoE layers run on the CPU with float32 parameters only; this model asks for device ",
+             device_name(opt_.device), " (a GPU or the emulated device) and ", dtype_name(opt_.param_dtype),
+             " parameters");
 }
 
 void ParallelGPT::init_parameters() {
@@ -184,12 +185,12 @@ float ParallelGPT::forward(const TokenBatch& ids, const TokenBatch& targets, int
   validate_batch(ids, targets);
   TPSP_CHECK(ids.s <= cfg_.seq, "sequence length s=", ids.s, " exceeds the position table seq=", cfg_.seq);
   const bool pad = opt_.sequence_parallel && ids.s % tp.size() != 0;
-  TPSP_CHECK(!pad || opt_.pad_sequence, "sequence parallelism: s=", ids.s,
-             " is not divisible by tp=", tp.size(), " (pad it, or set ParallelOptions::pad_sequence)");
   TPSP_CHECK(!pad || cfg_.num_moe_experts == 0, "sequence parallelism: s=", ids.s,
              " is not divisible by tp=", tp.size(),
              ", and an MoE model cannot be padded (the router would route the padding tokens and "
              "count them in the load-balancing loss)");
+  TPSP_CHECK(!pad || opt_.pad_sequence, "sequence parallelism: s=", ids.s,
+             " is not divisible by tp=", tp.size(), " (pad it, or set ParallelOptions::pad_sequence)");
   const int64_t s_padded = pad ? (ids.s + tp.size() - 1) / tp.size() * tp.size() : ids.s;
   TPSP_CHECK(s_padded <= cfg_.seq, "sequence length s=", ids.s, " padded to a multiple of tp=", tp.size(),
              " is ", s_padded, ", more than the position table seq=", cfg_.seq);

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "engine/error.h"
@@ -87,8 +88,10 @@ std::string refusal(const GPTConfig& c, int ep, int etp, bool sp) {
 }  // namespace
 
 TEST_CASE("moe gpt: one TP+SP step with experts over EP x ETP folded on TP x DP equals the reference") {
-  for (const Case k : {Case{1, 1, 1, 1}, Case{2, 1, 2, 1}, Case{2, 1, 1, 2}, Case{2, 1, 2, 1, 2},
-                       Case{2, 2, 2, 2}, Case{1, 2, 2, 1}, Case{2, 2, 4, 1}}) {
+  // edp > 1 at {2, 2, 2, 1} (edp 2: each expert's tokens from two tp_ep blocks) and {1, 2, 1, 1} (edp 2).
+  for (const Case k :
+       {Case{1, 1, 1, 1}, Case{2, 1, 2, 1}, Case{2, 1, 1, 2}, Case{2, 1, 2, 1, 2}, Case{2, 2, 2, 2},
+        Case{1, 2, 2, 1}, Case{2, 2, 4, 1}, Case{2, 2, 2, 1}, Case{1, 2, 1, 1}}) {
     CAPTURE(k.tp);
     CAPTURE(k.dp);
     CAPTURE(k.ep);
@@ -96,6 +99,41 @@ TEST_CASE("moe gpt: one TP+SP step with experts over EP x ETP folded on TP x DP 
     CAPTURE(k.layer_freq);
     check_step(k);
   }
+}
+
+TEST_CASE("moe gpt: two micro-batches scale the load-balancing loss's gradient like the loss's") {
+  // The objective of K micro-batches is the mean of their (cross entropy + load-balancing loss): the
+  // engine's backward_micro_batch(1/K) must scale both; the reference runs each micro-batch alone.
+  const GPTConfig c = config_of({2, 1, 2, 1});
+  auto rank_fn = [&](int) {
+    std::vector<TokenBatch> ids(2), targets(2);
+    reference::GPT ref(c, 42);
+    std::map<std::string, Tensor> want;
+    for (int m = 0; m < 2; ++m) {
+      make_batch(2, 12, c.vocab, 7 + 4 * static_cast<uint64_t>(m), ids[m], targets[m]);
+      ref.forward(ids[m], targets[m], 0);
+      expect(ref.aux_loss() > 0.f, "the micro-batch has no load-balancing loss");
+      ref.backward();
+      for (const auto& [name, g] : model::fused_model_parameters(c, ref.grads())) {
+        Tensor& w = want.try_emplace(name, Tensor(g.shape())).first->second;
+        for (int64_t i = 0; i < g.numel(); ++i) w.at(i) += 0.5f * g.at(i);
+      }
+    }
+    auto world = comm::init_from_env();
+    ParallelState ps(world, 2);
+    moe::ExpertParallelState eps(world, 2, 1);
+    model::ParallelGPT gpt(c, 42, ps, {.sequence_parallel = true, .experts = &eps});
+    gpt.zero_grad();
+    for (int m = 0; m < 2; ++m) {
+      gpt.forward(ids[m], targets[m], 0);
+      gpt.backward_micro_batch(0.5f);
+    }
+    gpt.finalize_grads();
+    for (const auto& [name, g] : gpt.grads())
+      expect_close(g, local_slice(gpt, ps, &eps, name, want.at(name)), 1e-3, 2e-6, "grad " + name);
+  };
+  const std::string f = failures(run_ranks(2, rank_fn, 120));
+  CHECK_MESSAGE(f.empty(), f);
 }
 
 TEST_CASE(

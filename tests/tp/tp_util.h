@@ -61,6 +61,19 @@ inline void make_batch(int64_t b, int64_t s, int64_t vocab, uint64_t salt, Token
   targets.ids[static_cast<std::size_t>(b * s - 2)] = kIgnoreIndex;
 }
 
+/// The slice of a reference's whole tensor `whole` (under the engine's names) that this rank holds of
+/// parameter `name`: its TP shard (expected_shard), or for an MoE model's expert weight its ETP cut
+/// (`experts`: the model's expert groups, required then).
+inline Tensor local_slice(const model::ParallelGPT& gpt, ParallelState& ps,
+                          const moe::ExpertParallelState* experts, const std::string& name,
+                          const Tensor& whole) {
+  const auto e = gpt.expert_placements().find(name);
+  if (e == gpt.expert_placements().end())
+    return expected_shard(whole, gpt.shard_spec(name), ps.tp_rank(), ps.tp_size());
+  expect(experts != nullptr, "expert weight " + name + " but no expert groups given");
+  return shard_of(whole, e->second.placement, experts->etp_rank(), experts->etp_size());
+}
+
 /// One training step of `gpt` against the single-process `ref` (which has run forward and backward on the
 /// whole batch), after gpt.forward on this data-parallel rank's b_local rows returned `loss`: the loss
 /// (dp = 1 only: with dp > 1 it is this rank's rows' mean), this rank's logit columns, every gradient after
@@ -76,14 +89,8 @@ inline void expect_step_equals_reference(model::ParallelGPT& gpt, reference::GPT
                                          float ref_loss, const Tensor& ref_logits, ParallelState& ps, int dp,
                                          int64_t b_local, const moe::ExpertParallelState* experts = nullptr) {
   const GPTConfig& c = gpt.config();
-  const int tp = ps.tp_size();
-  // The slice of the reference's whole tensor that this rank holds: a TP shard, or an expert's ETP cut.
   const auto mine = [&](const std::string& name, const Tensor& whole) {
-    const auto e = gpt.expert_placements().find(name);
-    if (e == gpt.expert_placements().end())
-      return expected_shard(whole, gpt.shard_spec(name), ps.tp_rank(), tp);
-    expect(experts != nullptr, "expert weight " + name + " but no expert groups given");
-    return shard_of(whole, e->second.placement, experts->etp_rank(), experts->etp_size());
+    return local_slice(gpt, ps, experts, name, whole);
   };
   if (dp == 1)
     expect(std::fabs(loss - ref_loss) <= 1e-5 + 1e-5 * std::fabs(ref_loss),
