@@ -6,6 +6,7 @@
 #     contract (from the shipped lab_todos.json) and the command that prints the task's hint, which
 #     works (every lab has its HINTS.md), and ./check --solution is refused in one line; the
 #     prediction templates ship, not filled in.
+#  2b. lab01 alone, then lab01 and lab02 done: ./check prints the summary lines labs/README.md quotes.
 #  3. A learner who did only lab03: lab03's own scenarios pass; the ones that need lab01/lab02 code
 #     say NEEDS and name it; make demo says in one line that the labs are not finished.
 #  3b. The same learner also did lab05: its own scenarios pass, the Llama layer's say NEEDS lab01.
@@ -69,6 +70,23 @@ set +e
 out=$(./check lab01 --solution 2>&1); code=$?
 set -e
 [ "$code" -eq 2 ] && grep -q 'does not hold' <<<"$out" || fail "--solution not refused in one line: $out"
+
+echo "== 2b. lab01, then lab01 and lab02 done: the summaries labs/README.md quotes, exactly"
+# labs/README.md's table row "| lab01 | \`./check lab01\` | \`48 passed, 0 failed, 5 need ...\` |" is what
+# the copy prints: a count that drifts from the checker fails here. lab02's row also proves that lab02's
+# own mistakes have runs that need no lab03 (the dp=2 x tp=2 runs without SP).
+cp -r labs "$work/skeletons"
+documented() { grep -E "^\| $1 \| \`./check $2\`" labs/README.md | sed -E 's/.*\| `([^`]*)` \|$/\1/'; }
+copy_solutions lab01
+out=$(./check lab01 --seed 4 2>&1) && fail "./check lab01 with lab01 alone: expected exit 1"
+want=$(documented lab01 lab01)
+grep -qxF "$want" <<<"$out" || fail "./check lab01 alone: labs/README.md says '$want', the copy: $(tail -n 1 <<<"$out")"
+copy_solutions lab02
+out=$(./check lab02 --seed 4 2>&1) && fail "./check lab02 without lab03: expected exit 1"
+want=$(documented "lab01, lab02" lab02)
+grep -qxF "$want" <<<"$out" || fail "./check lab02 without lab03: labs/README.md says '$want', the copy: $(tail -n 1 <<<"$out")"
+echo "lab02: $want"
+rm -rf labs && cp -r "$work/skeletons" labs
 
 echo "== 3. only lab03 done"
 copy_solutions lab03
