@@ -66,7 +66,9 @@ std::string bytes_hint(const Call& p, const Call& e, int n) {
   } else if (pb == wire && wire != eb) {
     what = "what one rank sends on the wire (cost_model.h); bytes= is the tensor S itself";
   } else if (pb * 2 == eb) {
-    what = "half the call's tensor: 2 bytes per element (bf16)? This step is f32, 4 bytes";
+    what =
+        "half the call's tensor: 2 bytes per element (bf16)? This step is f32, 4 bytes. Or half its rows "
+        "(a token counted once where it travels k times, one rank's rows where the call carries two)";
   } else if (pb % eb == 0) {
     what = fmt::format("{}× the call's tensor", pb / eb);
   } else if (eb % pb == 0) {

@@ -93,6 +93,10 @@ std::string joined(const std::vector<std::string>& v) {
   return out;
 }
 
+/// The groups a call may name: the engine's (ParallelState) and lab06's expert groups
+/// (moe::ExpertParallelState), as the recorder names them.
+const std::vector<std::string> kGroups{"tp", "dp", "world", "ep", "etp", "tp_ep", "edp"};
+
 /// One call line (at least one word); appends its errors ("line N: ...").
 void parse_line(const std::vector<std::string>& w, int n, const Step& step, Parsed& out) {
   const std::size_t before = out.errors.size();
@@ -111,8 +115,8 @@ void parse_line(const std::vector<std::string>& w, int n, const Step& step, Pars
         "recv, barrier (NCCL's AllReduce, ncclAllGather, ... are accepted too)",
         w[1]));
   c.group = w[2];
-  if (c.group != "tp" && c.group != "dp" && c.group != "world")
-    error(fmt::format("group '{}' is not tp, dp or world", c.group));
+  if (std::find(kGroups.begin(), kGroups.end(), c.group) == kGroups.end())
+    error(fmt::format("group '{}' is not one of {}", c.group, joined(kGroups)));
   std::map<std::string, std::string> fields;
   for (std::size_t i = 3; i < w.size(); ++i) {
     const std::size_t eq = w[i].find('=');

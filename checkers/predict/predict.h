@@ -13,7 +13,7 @@
 //     PHASE   one of the step's phases (forward, backward, ...: the template names them)
 //     OP      all_reduce all_gather reduce_scatter all_to_all broadcast send recv barrier (c10d's names;
 //             NCCL's AllReduce, ncclAllGather, ... are accepted too)
-//     GROUP   tp, dp or world
+//     GROUP   tp, dp or world; lab06's expert groups ep, etp, tp_ep, edp
 //     dim=    all_gather / reduce_scatter: the dim gathered or scattered along (0 = s of [s, b, h]);
 //             '-' (or no dim=) for every other op
 //     bytes=  S, the bytes of the tensor the call is about, as the recorder's tensor_bytes and
@@ -49,7 +49,7 @@ inline bool has_peer(comm::OpKind op) {
 struct Call {
   std::string phase;  ///< "forward", "backward", ... (the step's phases)
   comm::OpKind op = comm::OpKind::all_reduce;
-  std::string group;                            ///< "tp", "dp" or "world"
+    std::string group;                            ///< "tp", "dp", "world", or "ep", "etp", "tp_ep", "edp"
   int64_t dim = -1;                             ///< all_gather / reduce_scatter: the dim; −1 otherwise
   comm::ReduceOp reduce = comm::ReduceOp::sum;  ///< all_reduce / reduce_scatter: the reduction
   int peer = -1;                                ///< send / recv: group rank of the other side; −1 otherwise
@@ -87,7 +87,7 @@ struct Step {
   std::vector<ExtraHint> hints;          ///< explanations of calls learners tend to add
 };
 
-/// The step of `lab` ("lab00" … "lab05"); throws std::invalid_argument naming the labs that have one.
+/// The step of `lab` ("lab00" … "lab06"); throws std::invalid_argument naming the labs that have one.
 const Step& step_of(const std::string& lab);
 /// The labs that have a step, in order.
 std::vector<std::string> step_labs();

@@ -34,5 +34,6 @@ Step lab02_step();
 Step lab03_step();
 Step lab04_step();
 Step lab05_step();
+Step lab06_step();
 
 }  // namespace tpsp::checkers::predict

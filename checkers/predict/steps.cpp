@@ -13,7 +13,7 @@ namespace {
 
 const std::vector<Step>& steps() {
   static const std::vector<Step> all{lab00_step(), lab01_step(), lab02_step(),
-                                     lab03_step(), lab04_step(), lab05_step()};
+                                     lab03_step(), lab04_step(), lab05_step(), lab06_step()};
   return all;
 }
 
@@ -46,7 +46,7 @@ Call call(const char* phase, comm::OpKind op, const char* group, uint64_t bytes,
 const Step& step_of(const std::string& lab) {
   for (const Step& s : steps())
     if (s.lab == lab) return s;
-  throw std::invalid_argument(fmt::format("no prediction step for '{}' (labs with one: lab00 … lab05)", lab));
+  throw std::invalid_argument(fmt::format("no prediction step for '{}' (labs with one: lab00 … lab06)", lab));
 }
 
 std::vector<std::string> step_labs() {

@@ -15,6 +15,7 @@
 
 #include "engine/error.h"
 #include "engine/moe/expert_parallel_state.h"
+#include "engine/train/data.h"
 #include "tests/tp/tp_util.h"
 
 using namespace tpsp;
@@ -54,11 +55,8 @@ void check_step(const Case& k) {
     moe::ExpertParallelState eps(world, k.ep, k.etp);
     model::ParallelGPT gpt(c, 42, ps, {.sequence_parallel = k.tp > 1, .experts = &eps});
     const int64_t b = b_global / k.dp;
-    const TokenBatch my_ids{
-        b, s, {ids.ids.begin() + ps.dp_rank() * b * s, ids.ids.begin() + (ps.dp_rank() + 1) * b * s}};
-    const TokenBatch my_targets{
-        b, s, {targets.ids.begin() + ps.dp_rank() * b * s, targets.ids.begin() + (ps.dp_rank() + 1) * b * s}};
-    const float loss = gpt.forward(my_ids, my_targets, 0);
+        const float loss = gpt.forward(train::ByteDataset::rows(ids, ps.dp_rank() * b, b),
+                                   train::ByteDataset::rows(targets, ps.dp_rank() * b, b), 0);
     Tensor aux = Tensor::from({1}, {gpt.aux_loss()});
     ps.tp().all_reduce(aux, comm::ReduceOp::sum, {"test.aux_loss"});
     if (k.dp == 1) {

@@ -14,6 +14,7 @@
 #include "engine/model/llama_layer.h"
 #include "engine/model/llama_tp.h"
 #include "engine/model/sharding.h"
+#include "engine/moe/moe_layer.h"
 #include "engine/ops/elementwise.h"
 #include "engine/parallel_state.h"
 #include "engine/tensor_parallel/cross_entropy.h"
@@ -209,5 +210,35 @@ TEST_CASE("lab05's step: one Llama layer with SP and groups < tp records the ste
     model::allreduce_sequence_parallel_grads(partial, ps.tp());
     log.end_phase("finalize_grads");
     if (rank == 0) log.expect_step("lab05");
+  });
+}
+
+TEST_CASE("lab06's step: one MoE layer at EP=2 x ETP=2 with a balanced routing records the step's calls") {
+  run(4, [](int rank) {
+    const auto size = [](const char* n) { return size_of("lab06", n); };
+    const int64_t t = size("T"), h = size("h"), e = size("E"), f = size("ffn");
+    auto world = comm::init_from_env();
+    moe::ExpertParallelState eps(world, static_cast<int>(size("ep")), static_cast<int>(size("etp")));
+    // Every token to expert 0 and expert E/2, one on each EP rank: x > 0, router rows of +1/h for those
+    // two experts and −1/h for the others (the tie between the two is broken by the lower expert).
+    const Tensor x = Tensor::full({t, h}, 1.f);
+    moe::MoEWeights w;
+    w.router = Tensor::full({e, h}, -1.f / static_cast<float>(h));
+    for (int64_t j : {int64_t{0}, e / 2})
+      for (int64_t c = 0; c < h; ++c) w.router.at({j, c}) = 1.f / static_cast<float>(h);
+    const auto [first, local] = moe::ExpertParallelState::local_experts(e, eps.ep_size(), eps.ep_rank());
+    w.first_expert = first;
+    const int64_t fe = f / eps.etp_size();
+    for (int64_t k = 0; k < local; ++k)
+      w.experts.push_back({Tensor({fe, h}), Tensor({fe, h}), Tensor({h, fe})});
+    const moe::MoEOptions opt{e, size("k"), 0.01f, nullptr, "moe"};
+    PhaseLog log(world->recorder());
+    moe::MoEState st;
+    moe::moe_forward(x, w, opt, eps, st);
+    log.end_phase("forward");
+    moe::MoEGrads g;
+    moe::moe_backward(Tensor({t, h}), w, opt, eps, st, 1.f, g);
+    log.end_phase("backward");
+    if (rank == 0) log.expect_step("lab06");
   });
 }
