@@ -30,6 +30,9 @@ Step lab06_step() {
              "and backward, f32",
          .phases = {"forward", "backward"},
          .group_size = static_cast<int>(MEP * METP),
+         .group_sizes = {{"ep", static_cast<int>(MEP)},
+                         {"etp", static_cast<int>(METP)},
+                         {"tp_ep", static_cast<int>(MEP * METP)}},
          .sizes = {{"T", MT}, {"h", MH}, {"E", ME}, {"k", MK}, {"ffn", MF}, {"ep", MEP}, {"etp", METP}}};
   const std::string choices = tensor({MT * MK, MH}, kChoices), received = tensor({MT * MEP, MH}, kReceived),
                     both = tensor({METP * MT * MEP, MH}, kEtpRows);

@@ -54,7 +54,14 @@ std::string bytes_hint(const Call& p, const Call& e, int n) {
   const uint64_t pb = p.bytes, eb = e.bytes;
   const uint64_t wire = comm::wire_bytes(e.op, n, eb);
   std::string what;
-  if (pb * static_cast<uint64_t>(n) == eb) {
+  if (e.op == OpKind::all_to_all && n > 1 &&
+      pb * static_cast<uint64_t>(n) == eb * static_cast<uint64_t>(n - 1)) {
+    what = fmt::format(
+        "{}/{} of the call's send buffer: only the rows that leave this rank (the lesson's "
+        "per-rank bytes)? An all_to_all's bytes= is its whole send buffer, this rank's own rows "
+        "included, and a token's row once per expert it chose",
+        n - 1, n);
+  } else if (pb * static_cast<uint64_t>(n) == eb) {
     what = fmt::format("1/{} of the call's tensor: one rank's shard", n);
     if (e.op == OpKind::all_gather) what += " (an all-gather's bytes= is its gathered output)";
     if (n == 2) what += ", or the tensor at 2 bytes per element (bf16: this step is f32, 4 bytes)";
@@ -66,9 +73,7 @@ std::string bytes_hint(const Call& p, const Call& e, int n) {
   } else if (pb == wire && wire != eb) {
     what = "what one rank sends on the wire (cost_model.h); bytes= is the tensor S itself";
   } else if (pb * 2 == eb) {
-    what =
-        "half the call's tensor: 2 bytes per element (bf16)? This step is f32, 4 bytes. Or half its rows "
-        "(a token counted once where it travels k times, one rank's rows where the call carries two)";
+    what = "half the call's tensor: 2 bytes per element (bf16)? This step is f32, 4 bytes";
   } else if (pb % eb == 0) {
     what = fmt::format("{}× the call's tensor", pb / eb);
   } else if (eb % pb == 0) {
@@ -103,7 +108,7 @@ std::string explain_fields(const Call& p, const Call& e, const Step& step) {
       out += fmt::format(" Rank 0 {} rank {}, not rank {}: a ring sends to r+1 and receives from r−1.",
                          e.op == OpKind::send ? "sends to" : "receives from", e.peer, p.peer);
     else if (f == "bytes")
-      out += " " + bytes_hint(p, e, step.group_size) + fmt::format("; S = {} bytes.", e.bytes);
+      out += " " + bytes_hint(p, e, step.size_of_group(e.group)) + fmt::format("; S = {} bytes.", e.bytes);
   }
   return out;
 }

@@ -49,7 +49,7 @@ inline bool has_peer(comm::OpKind op) {
 struct Call {
   std::string phase;  ///< "forward", "backward", ... (the step's phases)
   comm::OpKind op = comm::OpKind::all_reduce;
-    std::string group;                            ///< "tp", "dp", "world", or "ep", "etp", "tp_ep", "edp"
+  std::string group;                            ///< "tp", "dp", "world", or "ep", "etp", "tp_ep", "edp"
   int64_t dim = -1;                             ///< all_gather / reduce_scatter: the dim; −1 otherwise
   comm::ReduceOp reduce = comm::ReduceOp::sum;  ///< all_reduce / reduce_scatter: the reduction
   int peer = -1;                                ///< send / recv: group rank of the other side; −1 otherwise
@@ -78,10 +78,18 @@ struct ExtraHint {
 
 /// The step a lab's prediction is about.
 struct Step {
-  std::string lab;                       ///< "lab01"
-  std::string title;                     ///< one line: what runs
-  std::vector<std::string> phases;       ///< the phases a line may name, in the order they run
-  int group_size = 2;                    ///< ranks in the group the step runs on (tp, or world for lab00)
+  std::string lab;                  ///< "lab01"
+  std::string title;                ///< one line: what runs
+  std::vector<std::string> phases;  ///< the phases a line may name, in the order they run
+  int group_size = 2;               ///< ranks in the group the step runs on (tp, or world for lab00)
+  /// Sizes of other groups the step's calls run on, by name (lab06: {"ep", 2}, {"etp", 2}, {"tp_ep", 4});
+  /// a group not listed has group_size ranks.
+  std::map<std::string, int> group_sizes;
+  /// Ranks in group `g` (group_sizes, else group_size).
+  int size_of_group(const std::string& g) const {
+    const auto it = group_sizes.find(g);
+    return it == group_sizes.end() ? group_size : it->second;
+  }
   std::map<std::string, int64_t> sizes;  ///< the step's sizes ("s", "b", "h", "ffn", "vocab", "n", ...)
   std::vector<StepCall> calls;           ///< rank 0's calls in issue order
   std::vector<ExtraHint> hints;          ///< explanations of calls learners tend to add
