@@ -263,10 +263,12 @@ int main(int argc, char** argv) {
           "these bytes follows the routing of step 0's batch)\n");
 
     // 6. Plot, sample, verdict.
+    const std::string layout = "tp=" + std::to_string(o.tp) + (o.sequence_parallel ? "+SP" : "") +
+                               (moe ? fmt::format(" ep={} etp={}", o.ep, o.etp) : "");
     const std::string png = out_dir + "/losses.png";
-    const std::string plot =
-        fmt::format("/usr/bin/python3 '{}/tools/plot_losses.py' '{}/losses.csv' '{}' 2>/dev/null",
-                    TPSP_SOURCE_DIR, out_dir, png);
+    const std::string plot = fmt::format(
+        "/usr/bin/python3 '{}/tools/plot_losses.py' '{}/losses.csv' '{}' 'parallel run, {}' 2>/dev/null",
+        TPSP_SOURCE_DIR, out_dir, png, layout);
     if (std::system(plot.c_str()) == 0)
       fmt::print("\nloss curve written to {}\n", png);
     else
@@ -294,8 +296,6 @@ int main(int argc, char** argv) {
         : o.gpt.moe_aux_loss_coeff == 0.f
             ? ", load-balancing loss not compared (coefficient 0)"
             : fmt::format(", load-balancing loss's worst relative |Δ| = {:.2e}", worst_aux);
-    const std::string layout = "tp=" + std::to_string(o.tp) + (o.sequence_parallel ? "+SP" : "") +
-                               (moe ? fmt::format(" ep={} etp={}", o.ep, o.etp) : "");
     fmt::print(
         "\nverdict: {} — worst per-step relative loss |Δ| = {:.2e} at step {} (tolerance {:.0e}){}; "
         "max parameter |Δ| = {:.2e} (tolerance {:.0e}); lab code: " TPSP_LAB_CODE "\n",
