@@ -257,6 +257,83 @@ class Pieces(unittest.TestCase):
             report.write_reports("/nonexistent", [], ["alice"])
 
 
+# The weights of the Weights tests: lab01's 22 points shared by its 11 scenarios (2 each); lab02 one point
+# per scenario but gpt_step 3 (16 in all).
+WEIGHTS = {"lab01": {"points": 22}, "lab02": {"scenarios": {"gpt_step": 3}}}
+WANT_WEIGHTED_CSV = [
+    ["name", "score", "max_score", "lab01", "lab02", "status"],
+    ["alice", "38", "38", "22", "16", "ok"],
+    ["bob", "26", "38", "10", "16", "ok"],
+    ["carol", "1", "38", "0", "1", "ok"],
+    ["dave", "16", "38", "0", "16", "lab01 build failed"],
+    ["erin", "22", "38", "22", "0", "lab02 limit hit"],
+    ["frank", "22", "38", "22", "0", "lab02 not built"],
+    ["gina", "0", "38", "0", "0", "lab01 no result; lab02 not run"],
+]
+
+
+class Weights(unittest.TestCase):
+    """A weights file changes each scenario's points as docs/grading.md says; bad files are refused."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="tpsp-report-weights-")
+        self.results = make_results(os.path.join(self.tmp, "RESULTS"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_lab_points_and_scenario_weights(self):
+        summary = report.write_reports(self.results, LABS, NAMES, weights=WEIGHTS)
+        self.assertEqual(summary["max_score"], 38)
+        with open(os.path.join(self.results, "class.csv"), encoding="utf-8", newline="") as f:
+            self.assertEqual(list(csv.reader(f)), WANT_WEIGHTED_CSV)
+        with open(os.path.join(self.results, "bob", "results.json"), encoding="utf-8") as f:
+            bob = json.load(f)
+        check_gradescope_shape(self, bob)
+        worth = {t["name"]: t["max_score"] for t in bob["tests"]}
+        self.assertEqual(worth["lab01/column_linear"], 2.0)
+        self.assertEqual(worth["lab02/gpt_step"], 3.0)
+        self.assertEqual(worth["lab02/vocab_embedding"], 1.0)
+        self.assertEqual(bob["score"], 26.0)
+        self.assertTrue(bob["output"].startswith("26/38 points: 19 of 25 scenarios passed in every layout"))
+        self.assertIn("lab01: 10/22 points (5 of 11 scenarios)", bob["output"])
+
+    def test_fractional_points(self):
+        summary = report.write_reports(self.results, LABS, NAMES, weights={"lab01": {"points": 10}})
+        self.assertAlmostEqual(summary["scores"]["bob"], 5 * 10 / 11 + 14, places=4)  # rounded to 4 decimals
+        with open(os.path.join(self.results, "class.csv"), encoding="utf-8", newline="") as f:
+            rows = {r[0]: r for r in csv.reader(f)}
+        self.assertEqual(rows["bob"][1:4], ["18.5455", "24", "4.5455"])
+
+    def test_bad_weights_name_the_rule(self):
+        for weights, want in [
+            ({"lab03": {"points": 5}}, "'lab03' is not a graded lab (lab01, lab02)"),
+            ({"lab02": {"scenarios": {"gpt_stepp": 2}}}, "lab02 has no scenario 'gpt_stepp'"),
+            ({"lab02": {"scenarios": {"gpt_step": -1}}}, "lab02 scenario gpt_step must be a positive number, got -1"),
+            ({"lab01": {"points": True}}, "lab01 points must be a positive number, got True"),
+            ({"lab01": {"pts": 5}}, "lab01 must be an object with \"points\" and/or \"scenarios\""),
+            ([1, 2], "the file must hold a JSON object"),
+        ]:
+            with self.subTest(want=want), self.assertRaises(ValueError) as e:
+                report.write_reports(self.results, LABS, NAMES, weights=weights)
+            self.assertIn(want, str(e.exception))
+
+    def test_cli_weights_file(self):
+        path = os.path.join(self.tmp, "weights.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(WEIGHTS, f)
+        run = subprocess.run([sys.executable, "-B", REPORT, self.results, "--labs", "lab01,lab02", "--weights", path],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("max score 38", run.stdout)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("{not json")
+        run = subprocess.run([sys.executable, "-B", REPORT, self.results, "--labs", "lab01,lab02", "--weights", path],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("weights: cannot read", run.stderr)
+
+
 class CommandLine(unittest.TestCase):
     """report.py RESULTS --labs ...: the same files; without matplotlib a note and no figures."""
 

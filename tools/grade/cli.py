@@ -1,6 +1,6 @@
 """./grade: grade a class, each submission built and run in its own sandbox (docs/grading.md).
 
-  ./grade SUBMISSIONS/ --labs lab01,lab03 --out RESULTS/ [--jobs N | --slurm] [--seed-file F]
+  ./grade SUBMISSIONS/ --labs lab01,lab03 --out RESULTS/ [--jobs N | --slurm] [--seed-file F] [--weights W]
   ./grade --run-task RESULTS/.tasks/tasks.json I        (what each local worker or Slurm array task runs)
 
 The engine is built once into the grading kit (make grade-kit). One task per (submission, lab): the
@@ -54,6 +54,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--task-timeout", type=float, default=600, help="seconds a lab's grading may take")
     p.add_argument("--ccache", type=Path, help="compiler cache shared by the class's builds (default: OUT/.ccache)")
     p.add_argument("--kit", type=Path, help="a built grading kit (default: make grade-kit in $BUILD or build/)")
+    p.add_argument("--weights", type=Path, help="JSON file of points per lab and weights per scenario "
+                   "(docs/grading.md, Weights; default: one point per scenario)")
     p.add_argument("--run-task", nargs=2, metavar=("TASKS", "INDEX"), help=argparse.SUPPRESS)
     # Tests only: builds without the forbidden-symbol rule, to show what the sandbox's other layers hold.
     p.add_argument("--allow-any-symbol", action="store_true", help=argparse.SUPPRESS)
@@ -105,14 +107,20 @@ def task_seed(secret: str, name: str, lab: str, digest: str) -> int:
     return int.from_bytes(h, "little") % (1 << 63)
 
 
-def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], list[str], list[str]]:
-    """Collects the submissions and writes one spec per task under OUT/.tasks; returns (specs, labs, names)."""
-    registry = json.loads((kit / "kit.json").read_text())["registry"]
-    known = [lab["id"] for lab in registry["labs"]]
+def graded_labs(args: argparse.Namespace, kit: Path) -> list[str]:
+    """The labs --labs names (all the kit's for 'all' or none); exits 2 naming an unknown one."""
+    known = [lab["id"] for lab in json.loads((kit / "kit.json").read_text())["registry"]["labs"]]
     labs = known if args.labs in (None, "all") else [x for x in args.labs.split(",") if x]
     for lab in labs:
         if lab not in known:
             fail(f"unknown lab '{lab}' (known: {', '.join(known)})")
+    return labs
+
+
+def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], list[str], list[str]]:
+    """Collects the submissions and writes one spec per task under OUT/.tasks; returns (specs, labs, names)."""
+    registry = json.loads((kit / "kit.json").read_text())["registry"]
+    labs = graded_labs(args, kit)
     secret = grading_secret(args, out)
     for d in (".src", ".build", ".tasks", ".roots"):
         (out / d).mkdir(exist_ok=True)
@@ -200,6 +208,20 @@ def summary_line(spec: dict, status: dict) -> str:
             f"implemented, {result['needs_other_lab']} need another lab's code")
 
 
+def check_weights(path: Path | None, labs: list[str], kit: Path):
+    """The weights file's content checked against the kit's scenarios (report.points_of), or None without
+    a file; exits 2 naming the rule when it breaks one."""
+    if path is None:
+        return None
+    import report
+    try:
+        weights = report.load_weights(path)
+        report.points_of(weights, labs, report.scenarios_from_check(str(kit / "bin/tpsp-check")))
+    except (ValueError, OSError) as e:
+        fail(f"--weights {path}: {e}")
+    return weights
+
+
 def main(argv: list[str]) -> int:
     args = parse(argv)
     os.umask(0o022)  # the kit, builds and sandbox roots must be readable by the compiler's and ranks' uids
@@ -219,6 +241,7 @@ def main(argv: list[str]) -> int:
     kit = args.kit or build_kit()
     if not (kit / "kit.json").is_file():
         fail(f"{kit} is not a grading kit (make grade-kit builds one)")
+    weights = check_weights(args.weights, graded_labs(args, kit), kit)  # fails now, not after the grading
     specs, labs, names = plan(args, kit, args.out)
     tasks_file = args.out / ".tasks" / "tasks.json"
     if args.slurm:
@@ -250,7 +273,8 @@ def main(argv: list[str]) -> int:
                               if not p.parent.name.startswith("."))})
     if report is not None:  # the scenario list from the kit's grader: every submission has the same tests
         summary = report.write_reports(args.out, labs, names,
-                                       scenarios=report.scenarios_from_check(str(kit / "bin/tpsp-check")))
+                                       scenarios=report.scenarios_from_check(str(kit / "bin/tpsp-check")),
+                                       weights=weights)
         for note in summary.get("notes", []):
             print(f"./grade: {note}")
         print(f"./grade: {len(names)} submission{'s' if len(names) != 1 else ''} in {summary['csv']}"

@@ -6,6 +6,8 @@
 
 Importing this module imports matplotlib (report.py checks it is there first).
 """
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -19,13 +21,15 @@ COLORS = ["#2e7d32", "#c62828", "#f9a825", "#9e9e9e"]
 
 def score_histogram(path, scores, max_score):
     """Writes the histogram of `scores` ({name: total points}) with one bar per point from 0 to
-    `max_score` (bins of several points beyond 40) to `path` (PNG); returns `path`."""
-    width = max(1, -(-(max_score + 1) // 40))  # ceil: at most ~40 bars
-    edges = [b - 0.5 for b in range(0, max_score + width + 1, width)]
+    `max_score` (bins of several points beyond 40; weighted scores fall in the bin of their nearest
+    point) to `path` (PNG); returns `path`."""
+    top = int(math.ceil(max_score))
+    width = max(1, -(-(top + 1) // 40))  # ceil: at most ~40 bars
+    edges = [b - 0.5 for b in range(0, top + width + 1, width)]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.hist(list(scores.values()), bins=edges, color="#1565c0", edgecolor="white")
-    ax.set_xlim(-0.5, max_score + 0.5)
-    ax.set_xlabel(f"total score (of {max_score}: one point per scenario passed in every layout)")
+    ax.set_xlim(-0.5, top + 0.5)
+    ax.set_xlabel(f"total score (of {max_score:g}: a scenario's points when it passed in every layout)")
     ax.set_ylabel("submissions")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.set_title(f"Scores of {len(scores)} submissions")

@@ -17,11 +17,17 @@ most of a scenario's point to code that is wrong the moment it is split (the g_m
 lab01 passes 29 of its 53 runs). A TP implementation is correct when it is correct in every layout.
 The test's output still says which layouts passed and, for the failed ones, the checker's problems.
 
+Weights (optional, a JSON file the instructor edits; docs/grading.md "Weights"): per lab, "points" (the
+lab's total, shared by its scenarios in proportion to their weights) and "scenarios" ({name: weight},
+default 1 each, the name without the "labNN/" prefix). Without "points" a scenario is worth its weight;
+without a file every scenario is worth 1 point, as above. The all-or-nothing rule is the same.
+
 A task that was not graded (build failed, limit hit, no readable JSON, no status) gives every
 scenario of its lab 0 points with the reason in the test's output; it is never left out, so every
 submission has the same tests and the same maximum.
 
 Usage: report.py RESULTS [--labs lab01,lab03] [--names alice,bob] [--scenarios LIST.txt | --check TPSP_CHECK]
+                 [--weights WEIGHTS.json]
 (/usr/bin/python3; the figures need matplotlib and are skipped with a note without it).
 """
 import argparse
@@ -200,6 +206,62 @@ def score_scenario(scenario, runs):
     return 0, verdict, truncate("\n".join(lines), OUTPUT_CHARS)
 
 
+def points_of(weights, labs, scenarios):
+    """{(lab, scenario id): points} from a weights dict (the JSON file's content; None: 1 point each).
+
+    weights: {lab: {"points": P, "scenarios": {name: w}}}, both keys optional. A scenario's points are
+    w (default 1), or with P the share P·w/Σw of its lab. Raises ValueError naming the rule and the
+    value: a lab that is not graded, a key other than points/scenarios, a scenario the lab does not
+    have, a weight or points that is not a positive finite number."""
+    out = {(lab, sc): 1.0 for lab in labs for sc in (scenarios[lab] or [lab])}
+    if weights is None:
+        return out
+    if not isinstance(weights, dict):
+        raise ValueError("weights: the file must hold a JSON object {lab: {\"points\": P, \"scenarios\": {...}}}")
+    for lab, spec in weights.items():
+        if lab not in labs:
+            raise ValueError(f"weights: {lab!r} is not a graded lab ({', '.join(labs)})")
+        if not isinstance(spec, dict) or set(spec) - {"points", "scenarios"}:
+            raise ValueError(f"weights: {lab} must be an object with \"points\" and/or \"scenarios\", got {spec!r}")
+        ids = scenarios[lab] or [lab]
+        w = {sc: 1.0 for sc in ids}
+        for name, value in (spec.get("scenarios") or {}).items():
+            sc = name if name.startswith(lab + "/") else f"{lab}/{name}"
+            if sc not in w:
+                raise ValueError(f"weights: {lab} has no scenario {name!r} (it has "
+                                 f"{', '.join(x.split('/', 1)[-1] for x in ids)})")
+            w[sc] = positive(value, f"weights: {lab} scenario {name}")
+        total = positive(spec["points"], f"weights: {lab} points") if "points" in spec else None
+        norm = sum(w.values())
+        for sc in ids:
+            out[(lab, sc)] = w[sc] * total / norm if total is not None else w[sc]
+    return out
+
+
+def positive(value, what):
+    """`value` as a float when it is a positive finite number; ValueError naming `what` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def load_weights(path):
+    """The weights file's JSON (see points_of), or None for no file; ValueError when it is unreadable."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"weights: cannot read {path}: {e}") from e
+
+
+def points_str(x):
+    """Points as the reports print them: 25, or 4.5455 (at most 4 decimals)."""
+    x = round(float(x), 4)  # shares of a lab's points carry float noise (30.000000000000007)
+    return str(int(x)) if x.is_integer() else f"{x:.4f}".rstrip("0")
+
+
 def scenario_lists(results_dir, labs, names, given=None):
     """{lab: [scenario id, ...]}: `given` where it names the lab, else every scenario that any
     submission's JSON holds for that lab, in the order tpsp-check ran them (the first JSON that has
@@ -220,15 +282,19 @@ def scenario_lists(results_dir, labs, names, given=None):
     return out
 
 
-def grade_submission(results_dir, name, labs, scenarios):
+def grade_submission(results_dir, name, labs, scenarios, points=None):
     """One submission's Gradescope results (dict) and its grid: {(lab, scenario): cell verdict},
-    plus per-lab scores and task states. Tests are numbered "lab.scenario" in lab order."""
+    plus per-lab scores and task states. Tests are numbered "lab.scenario" in lab order; each is worth
+    points[(lab, scenario)] (points_of; None: 1 each)."""
+    points = points or points_of(None, labs, scenarios)
+    weighted = any(v != 1.0 for v in points.values())
     tests, cells, lab_scores, states, seconds, summary = [], {}, {}, {}, 0.0, []
+    passed_count = 0
     for li, lab in enumerate(labs, start=1):
         task = load_task(results_dir, name, lab)
         states[lab], seconds = task["state"], seconds + task["seconds"]
         ids = scenarios[lab] or [lab]  # a lab nobody built still gets a test, worth 1, scored 0
-        lab_score = 0
+        lab_score, lab_max, lab_passed = 0.0, 0.0, 0
         for si, scenario in enumerate(ids, start=1):
             if task["state"] != OK:
                 score, cell, text = 0, NOT_GRADED, f"{lab} was not graded ({task['state']}): {task['message']}"
@@ -237,21 +303,26 @@ def grade_submission(results_dir, name, labs, scenarios):
             else:
                 runs = [r for r in task["runs"] if r["scenario"] == scenario]
                 score, cell, text = score_scenario(scenario, runs)
-            lab_score += score
+            worth = points[(lab, scenario)]
+            lab_score, lab_max, lab_passed = lab_score + score * worth, lab_max + worth, lab_passed + score
             cells[(lab, scenario)] = cell
-            tests.append({"name": scenario, "number": f"{li}.{si}", "score": float(score), "max_score": 1.0,
-                          "status": "passed" if score else "failed", "visibility": VISIBILITY,
-                          "output": truncate(text, OUTPUT_CHARS), "output_format": "text"})
-        lab_scores[lab] = lab_score
-        line = f"{lab}: {lab_score}/{len(ids)} scenarios"
+            tests.append({"name": scenario, "number": f"{li}.{si}", "score": float(score * worth),
+                          "max_score": float(worth), "status": "passed" if score else "failed",
+                          "visibility": VISIBILITY, "output": truncate(text, OUTPUT_CHARS), "output_format": "text"})
+        lab_scores[lab] = lab_score if weighted else int(lab_score)
+        passed_count += lab_passed
+        line = (f"{lab}: {points_str(lab_score)}/{points_str(lab_max)} points ({lab_passed} of {len(ids)} scenarios)"
+                if weighted else f"{lab}: {lab_passed}/{len(ids)} scenarios")
         if task["state"] != OK:
             line += f" — not graded ({task['state']}): " + truncate(task["message"], 600)
         elif task["message"]:
             line += " — " + task["message"]
         summary.append(line)
-    total, max_total = sum(lab_scores.values()), len(tests)
-    results = {"score": float(total), "execution_time": int(round(seconds)),
-               "output": f"{total}/{max_total} scenarios passed in every layout.\n" + "\n".join(summary),
+    total, max_total = sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
+    head = (f"{points_str(total)}/{points_str(max_total)} points: {passed_count} of {len(tests)} scenarios passed "
+            "in every layout (weighted by the course's weights file).\n" if weighted
+            else f"{points_str(total)}/{points_str(max_total)} scenarios passed in every layout.\n")
+    results = {"score": float(total), "execution_time": int(round(seconds)), "output": head + "\n".join(summary),
                "output_format": "text", "tests": tests,
                "extra_data": {"max_score": float(max_total), "labs": lab_scores, "states": states}}
     return results, cells, lab_scores, states
@@ -277,15 +348,16 @@ def status_cell(states):
     return "; ".join(bad) if bad else OK
 
 
-def write_reports(results_dir, labs, names, scenarios=None):
+def write_reports(results_dir, labs, names, scenarios=None, weights=None):
     """Writes RESULTS/<name>/results.json for each of `names`, RESULTS/class.csv and the figures.
 
     results_dir: the RESULTS folder; labs: lab ids in the order to report ("lab01", ...); names:
     submission names (folders of RESULTS; one that is absent is reported as not run); scenarios:
-    optional {lab: [scenario id]} (e.g. from `tpsp-check --list`), else taken from the results.
+    optional {lab: [scenario id]} (e.g. from `tpsp-check --list`), else taken from the results; weights:
+    the weights file's content (points_of), None for 1 point per scenario.
     Returns {"max_score", "scores": {name: total}, "labs": {name: {lab: score}}, "status": {name:
     status cell}, "scenarios": {lab: [...]}, "csv": path, "plots": [paths], "notes": [str]}.
-    Raises ValueError for a name or lab of the wrong form, or no labs.
+    Raises ValueError for a name or lab of the wrong form, no labs, or weights that break a rule.
     """
     if not labs:
         raise ValueError("no labs to report (give e.g. labs=['lab01'])")
@@ -294,16 +366,20 @@ def write_reports(results_dir, labs, names, scenarios=None):
     for name in names:
         check_name(name)
     scenarios = scenario_lists(results_dir, labs, names, scenarios)
-    summary = {"max_score": sum(max(len(scenarios[lab]), 1) for lab in labs), "scores": {}, "labs": {},
+    points = points_of(weights, labs, scenarios)
+    max_score = round(sum(points.values()), 4)
+    summary = {"max_score": int(max_score) if max_score.is_integer() else max_score, "scores": {}, "labs": {},
                "status": {}, "scenarios": scenarios, "csv": os.path.join(results_dir, "class.csv"),
                "plots": [], "notes": []}
     grid = {}
     for name in names:
-        results, cells, lab_scores, states = grade_submission(results_dir, name, labs, scenarios)
+        results, cells, lab_scores, states = grade_submission(results_dir, name, labs, scenarios, points)
         os.makedirs(os.path.join(results_dir, name), exist_ok=True)
         write_atomic(os.path.join(results_dir, name, "results.json"),
                      lambda f, r=results: (json.dump(r, f, indent=1, ensure_ascii=False, allow_nan=False), f.write("\n")))
-        summary["scores"][name], summary["labs"][name] = int(results["score"]), lab_scores
+        score = round(results["score"], 4)
+        summary["scores"][name] = int(score) if score.is_integer() else score
+        summary["labs"][name] = lab_scores
         summary["status"][name], grid[name] = status_cell(states), cells
     write_atomic(summary["csv"], lambda f: write_csv(f, labs, names, summary))
     plots = load_plots()
@@ -337,8 +413,8 @@ def write_csv(f, labs, names, summary):
     w = csv.writer(f)
     w.writerow(["name", "score", "max_score", *labs, "status"])
     for name in names:
-        w.writerow([name, summary["scores"][name], summary["max_score"],
-                    *(summary["labs"][name][lab] for lab in labs), summary["status"][name]])
+        w.writerow([name, points_str(summary["scores"][name]), points_str(summary["max_score"]),
+                    *(points_str(summary["labs"][name][lab]) for lab in labs), summary["status"][name]])
 
 
 def parse_scenario_list(text):
@@ -369,6 +445,7 @@ def main(argv=None):
     p.add_argument("--names", help="comma-separated submissions (default: every folder of RESULTS)")
     p.add_argument("--scenarios", help="a file of tpsp-check --list output (default: the scenarios in RESULTS)")
     p.add_argument("--check", help="the grader (build/bin/tpsp-check) whose --list gives the scenarios")
+    p.add_argument("--weights", help="a JSON file of points per lab and weights per scenario (docs/grading.md)")
     a = p.parse_args(argv)
     if not os.path.isdir(a.results):
         p.error(f"{a.results} is not a folder")
@@ -385,7 +462,7 @@ def main(argv=None):
                 given = parse_scenario_list(f.read())
         elif a.check:
             given = scenarios_from_check(a.check)
-        summary = write_reports(a.results, labs, names, given)
+        summary = write_reports(a.results, labs, names, given, load_weights(a.weights))
     except (ValueError, OSError) as e:
         print(f"report.py: {e}", file=sys.stderr)
         return 2
