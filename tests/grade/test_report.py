@@ -111,7 +111,8 @@ def check_gradescope_shape(test, results):
         test.assertEqual(t["status"], "passed" if t["score"] == t["max_score"] else "failed")
         test.assertTrue(0 <= t["score"] <= t["max_score"])
         test.assertLessEqual(len(t["output"]), report.OUTPUT_CHARS)
-    test.assertEqual(results["score"], sum(t["score"] for t in results["tests"]))
+    # Equal up to the reports' rounding (shares of a lab's points are multiples of 1/10000).
+    test.assertAlmostEqual(results["score"], sum(t["score"] for t in results["tests"]), places=6)
 
 
 class ClassReport(unittest.TestCase):
@@ -304,18 +305,48 @@ class Weights(unittest.TestCase):
         with open(os.path.join(self.results, "class.csv"), encoding="utf-8", newline="") as f:
             rows = {r[0]: r for r in csv.reader(f)}
         self.assertEqual(rows["bob"][1:4], ["18.5455", "24", "4.5455"])
+        self.assertEqual(rows["alice"][1:4], ["24", "24", "10"])  # the shares add up to the lab's points
+        for name in ("alice", "erin"):
+            with open(os.path.join(self.results, name, "results.json"), encoding="utf-8") as f:
+                r = json.load(f)
+            check_gradescope_shape(self, r)
+            self.assertEqual(r["extra_data"]["labs"]["lab01"], 10.0)  # exactly, no float noise
+            self.assertEqual(r["extra_data"]["max_score"], 24.0)
+            for t in r["tests"]:  # every share is a multiple of 1/10000
+                self.assertEqual(round(t["max_score"] * 10000), t["max_score"] * 10000)
+
+    def test_labs_not_graded_now_are_skipped(self):
+        summary = report.write_reports(self.results, LABS, NAMES, weights={"lab05": {"points": 40}})
+        self.assertEqual(summary["max_score"], 25)
 
     def test_bad_weights_name_the_rule(self):
         for weights, want in [
-            ({"lab03": {"points": 5}}, "'lab03' is not a graded lab (lab01, lab02)"),
+            ({"lab3": {"points": 5}}, "'lab3' is not a lab of this grader (labNN)"),
             ({"lab02": {"scenarios": {"gpt_stepp": 2}}}, "lab02 has no scenario 'gpt_stepp'"),
-            ({"lab02": {"scenarios": {"gpt_step": -1}}}, "lab02 scenario gpt_step must be a positive number, got -1"),
-            ({"lab01": {"points": True}}, "lab01 points must be a positive number, got True"),
+            ({"lab02": {"scenarios": {"gpt_step": -1}}}, "lab02 scenario gpt_step must be a positive number up to 1e+09, got -1"),
+            ({"lab01": {"points": True}}, "lab01 points must be a positive number up to 1e+09, got True"),
+            ({"lab01": {"points": 1e308}}, "lab01 points must be a positive number up to 1e+09"),
+            ({"lab01": {"points": 10 ** 400}}, "lab01 points must be a positive number up to 1e+09"),
             ({"lab01": {"pts": 5}}, "lab01 must be an object with \"points\" and/or \"scenarios\""),
+            ({"lab01": {"scenarios": [["mlp", 2]]}}, "lab01 \"scenarios\" must be an object"),
+            ({"lab01": {"scenarios": None}}, "lab01 \"scenarios\" must be an object"),
+            ({"lab01": {"scenarios": {"mlp": 2, "lab01/mlp": 7}}}, "lab01 names scenario 'mlp' twice"),
+            ({"lab01": {"points": 1, "scenarios": {"f_g": 1e-9}}}, "lab01 scenario 'f_g' would be worth"),
             ([1, 2], "the file must hold a JSON object"),
         ]:
             with self.subTest(want=want), self.assertRaises(ValueError) as e:
                 report.write_reports(self.results, LABS, NAMES, weights=weights)
+            self.assertIn(want, str(e.exception))
+
+    def test_bad_files(self):
+        for text, want in [("null", "must hold a JSON object"), ('{"lab01": {"points": 2, "points": 1}}',
+                                                                   "names 'points' twice in one object"),
+                           ("[" * 100000, "cannot read"), ("{not json", "cannot read")]:
+            path = os.path.join(self.tmp, "w.json")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            with self.subTest(want=want), self.assertRaises(ValueError) as e:
+                report.load_weights(path)
             self.assertIn(want, str(e.exception))
 
     def test_cli_weights_file(self):

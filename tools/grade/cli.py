@@ -216,7 +216,8 @@ def check_weights(path: Path | None, labs: list[str], kit: Path):
     import report
     try:
         weights = report.load_weights(path)
-        report.points_of(weights, labs, report.scenarios_from_check(str(kit / "bin/tpsp-check")))
+        scenarios = report.scenarios_from_check(str(kit / "bin/tpsp-check"))
+        report.points_of(weights, labs, scenarios, known=set(scenarios))
     except (ValueError, OSError) as e:
         fail(f"--weights {path}: {e}")
     return weights

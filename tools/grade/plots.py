@@ -28,7 +28,7 @@ def score_histogram(path, scores, max_score):
     edges = [b - 0.5 for b in range(0, top + width + 1, width)]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.hist(list(scores.values()), bins=edges, color="#1565c0", edgecolor="white")
-    ax.set_xlim(-0.5, top + 0.5)
+    ax.set_xlim(-0.5, edges[-1])  # the last bin whole (the full score sits in it)
     ax.set_xlabel(f"total score (of {max_score:g}: a scenario's points when it passed in every layout)")
     ax.set_ylabel("submissions")
     ax.yaxis.get_major_locator().set_params(integer=True)

@@ -206,54 +206,114 @@ def score_scenario(scenario, runs):
     return 0, verdict, truncate("\n".join(lines), OUTPUT_CHARS)
 
 
-def points_of(weights, labs, scenarios):
+# Points are kept in units of 1/10000 (what the reports print): each lab's shares add up to its points
+# exactly, and no share is too small to print.
+POINT_UNITS = 10_000
+MAX_POINTS = 1e9
+
+
+def points_of(weights, labs, scenarios, known=None):
     """{(lab, scenario id): points} from a weights dict (the JSON file's content; None: 1 point each).
 
-    weights: {lab: {"points": P, "scenarios": {name: w}}}, both keys optional. A scenario's points are
-    w (default 1), or with P the share P·w/Σw of its lab. Raises ValueError naming the rule and the
-    value: a lab that is not graded, a key other than points/scenarios, a scenario the lab does not
-    have, a weight or points that is not a positive finite number."""
+    weights: {lab: {"points": P, "scenarios": {name: w}}}, both keys optional; a scenario's name with or
+    without its "labNN/" prefix. A scenario's points are w (default 1), or with P the share P·w/Σw of its
+    lab, rounded to 1/10000 so that the shares add up to P exactly (largest remainders). A lab the file
+    names but that is not graded now is skipped (the file serves the whole course); `known` (the
+    grader's labs, optional) refuses a lab it does not know. Raises ValueError naming the rule and the
+    value: not an object, a lab that is not labNN or not known, a key other than points/scenarios,
+    scenarios that is not an object, a scenario the lab does not have or named twice, a weight or points
+    that is not a positive number up to 1e9, a share below 0.0001 points."""
     out = {(lab, sc): 1.0 for lab in labs for sc in (scenarios[lab] or [lab])}
     if weights is None:
         return out
     if not isinstance(weights, dict):
         raise ValueError("weights: the file must hold a JSON object {lab: {\"points\": P, \"scenarios\": {...}}}")
     for lab, spec in weights.items():
-        if lab not in labs:
-            raise ValueError(f"weights: {lab!r} is not a graded lab ({', '.join(labs)})")
+        if not LAB_RE.fullmatch(lab) or (known is not None and lab not in known):
+            raise ValueError(f"weights: {lab!r} is not a lab of this grader"
+                             + (f" ({', '.join(sorted(known))})" if known is not None else " (labNN)"))
         if not isinstance(spec, dict) or set(spec) - {"points", "scenarios"}:
             raise ValueError(f"weights: {lab} must be an object with \"points\" and/or \"scenarios\", got {spec!r}")
-        ids = scenarios[lab] or [lab]
+        if "scenarios" in spec and not isinstance(spec["scenarios"], dict):
+            raise ValueError(f"weights: {lab} \"scenarios\" must be an object {{name: weight}}, got {spec['scenarios']!r}")
+        if lab not in labs:
+            continue
+        ids = scenarios[lab] or []
         w = {sc: 1.0 for sc in ids}
-        for name, value in (spec.get("scenarios") or {}).items():
+        named = set()
+        for name, value in spec.get("scenarios", {}).items():
             sc = name if name.startswith(lab + "/") else f"{lab}/{name}"
             if sc not in w:
-                raise ValueError(f"weights: {lab} has no scenario {name!r} (it has "
-                                 f"{', '.join(x.split('/', 1)[-1] for x in ids)})")
+                raise ValueError(f"weights: {lab} has no scenario {name!r} ("
+                                 + (f"it has {', '.join(x.split('/', 1)[-1] for x in ids)})" if ids else
+                                    f"no scenario of {lab} is known: give the grader, --check build/bin/tpsp-check)"))
+            if sc in named:
+                raise ValueError(f"weights: {lab} names scenario {sc.split('/', 1)[-1]!r} twice")
+            named.add(sc)
             w[sc] = positive(value, f"weights: {lab} scenario {name}")
         total = positive(spec["points"], f"weights: {lab} points") if "points" in spec else None
-        norm = sum(w.values())
-        for sc in ids:
-            out[(lab, sc)] = w[sc] * total / norm if total is not None else w[sc]
+        for sc, units in shares(w, total, lab).items():
+            out[(lab, sc)] = units / POINT_UNITS
+    if sum(out.values()) > MAX_POINTS:
+        raise ValueError(f"weights: the course's points add up to {sum(out.values()):g}, more than {MAX_POINTS:g}")
     return out
 
 
+def shares(w, total, lab):
+    """{scenario: points in 1/POINT_UNITS} of one lab: each weight itself (total None), or the lab's
+    `total` shared in proportion to the weights, the units left by rounding down given to the largest
+    remainders so that they add up to the total. ValueError for a share below one unit."""
+    if total is None:
+        exact = dict(w)
+    else:
+        norm = sum(w.values())
+        exact = {sc: total * (x / norm) for sc, x in w.items()}
+    units = {sc: math.floor(x * POINT_UNITS) for sc, x in exact.items()}
+    if total is not None:
+        left = round(total * POINT_UNITS) - sum(units.values())
+        for sc in sorted(exact, key=lambda k: exact[k] * POINT_UNITS - units[k], reverse=True)[:max(left, 0)]:
+            units[sc] += 1
+    for sc, u in units.items():
+        if u < 1:
+            raise ValueError(f"weights: {lab} scenario {sc.split('/', 1)[-1]!r} would be worth "
+                             f"{exact[sc]:.3g} points, less than the 0.0001 the reports can show")
+    return units
+
+
 def positive(value, what):
-    """`value` as a float when it is a positive finite number; ValueError naming `what` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a positive number, got {value!r}")
+    """`value` as a float when it is a positive number up to MAX_POINTS; ValueError naming `what` otherwise."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if ok:
+        try:
+            ok = math.isfinite(float(value)) and 0 < float(value) <= MAX_POINTS
+        except OverflowError:  # a JSON integer too big for a float
+            ok = False
+    if not ok:
+        raise ValueError(f"{what} must be a positive number up to {MAX_POINTS:g}, got {str(value)[:40]}")
     return float(value)
 
 
 def load_weights(path):
-    """The weights file's JSON (see points_of), or None for no file; ValueError when it is unreadable."""
+    """The weights file's JSON (see points_of), or None for no file; ValueError when it is unreadable,
+    not an object, or repeats a key."""
     if path is None:
         return None
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        dup = next((k for k in keys if keys.count(k) > 1), None)
+        if dup is not None:
+            raise ValueError(f"weights: {path} names {dup!r} twice in one object")
+        return dict(pairs)
+
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"weights: cannot read {path}: {e}") from e
+            weights = json.load(f, object_pairs_hook=no_duplicates)
+    except (OSError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"weights: cannot read {path}: {str(e)[:200]}") from e
+    if not isinstance(weights, dict):
+        raise ValueError(f"weights: {path} must hold a JSON object {{lab: {{\"points\": P, \"scenarios\": {{...}}}}}}")
+    return weights
 
 
 def points_str(x):
@@ -309,7 +369,7 @@ def grade_submission(results_dir, name, labs, scenarios, points=None):
             tests.append({"name": scenario, "number": f"{li}.{si}", "score": float(score * worth),
                           "max_score": float(worth), "status": "passed" if score else "failed",
                           "visibility": VISIBILITY, "output": truncate(text, OUTPUT_CHARS), "output_format": "text"})
-        lab_scores[lab] = lab_score if weighted else int(lab_score)
+        lab_scores[lab] = round(lab_score, 4) if weighted else int(lab_score)
         passed_count += lab_passed
         line = (f"{lab}: {points_str(lab_score)}/{points_str(lab_max)} points ({lab_passed} of {len(ids)} scenarios)"
                 if weighted else f"{lab}: {lab_passed}/{len(ids)} scenarios")
@@ -318,7 +378,8 @@ def grade_submission(results_dir, name, labs, scenarios, points=None):
         elif task["message"]:
             line += " — " + task["message"]
         summary.append(line)
-    total, max_total = sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
+    total = round(sum(t["score"] for t in tests), 4)  # shares are k/10000: the sum's float noise goes
+    max_total = round(sum(t["max_score"] for t in tests), 4)
     head = (f"{points_str(total)}/{points_str(max_total)} points: {passed_count} of {len(tests)} scenarios passed "
             "in every layout (weighted by the course's weights file).\n" if weighted
             else f"{points_str(total)}/{points_str(max_total)} scenarios passed in every layout.\n")
