@@ -170,13 +170,19 @@ void report_where_on_sigterm() {
   crash.sa_handler = print_crash;
   crash.sa_flags = SA_ONSTACK | SA_RESETHAND;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &crash, nullptr);
+  // The batch parent forks a child per scenario after this: the thread must be blocked in sigwait before
+  // any fork, or a fork during its start (which allocates) hands the child an allocator lock held by a
+  // thread the child does not have (seen under ASan: the child's relay reader blocked forever in malloc).
+  static std::atomic<bool> waiting{false};
   std::thread([term] {
     int sig = 0;
+    waiting.store(true);
     sigwait(&term, &sig);
     pthread_kill(g_main, SIGUSR2);
     sleep(3);  // the main thread normally exits from print_where first
     _exit(128 + SIGTERM);
   }).detach();
+  while (!waiting.load()) std::this_thread::yield();
 }
 
 void set_where_rank(int rank) {
