@@ -75,15 +75,21 @@ void ParallelGPT::validate_moe_layout() const {
              "moe::ExpertParallelState)");
   TPSP_CHECK(e->world_size() == ps_.world_size(), "the expert groups fold over world_size=", e->world_size(),
              " but the model's DP x TP world has ", ps_.world_size(), " ranks");
-  moe::ExpertParallelState::local_experts(cfg_.num_moe_experts, e->ep_size(), e->ep_rank());  // E % EP
-  TPSP_CHECK(cfg_.moe_ffn() % e->etp_size() == 0, "moe_ffn_hidden_size=", cfg_.moe_ffn(),
-             " is not divisible by expert_tensor_parallel_size=", e->etp_size());
-  TPSP_CHECK(ps_.tp_size() == 1 || opt_.sequence_parallel, "MoE layers at tp=", ps_.tp_size(),
+  check_moe_layout(cfg_, ps_.world_size(), ps_.tp_size(), e->ep_size(), e->etp_size(), opt_);
+}
+
+void check_moe_layout(const GPTConfig& cfg, int world_size, int tp, int ep, int etp,
+                      const ParallelOptions& opt) {
+  moe::ExpertParallelState::check_layout(world_size, ep, etp);
+  moe::ExpertParallelState::local_experts(cfg.num_moe_experts, ep, 0);  // E % EP
+  TPSP_CHECK(cfg.moe_ffn() % etp == 0, "moe_ffn_hidden_size=", cfg.moe_ffn(),
+             " is not divisible by expert_tensor_parallel_size=", etp);
+  TPSP_CHECK(tp == 1 || opt.sequence_parallel, "MoE layers at tp=", tp,
              " need sequence parallelism (Megatron's rule: without it every TP rank would dispatch the same "
              "tokens)");
-  TPSP_CHECK(opt_.device == Device::cpu && opt_.param_dtype == DType::f32,
+  TPSP_CHECK(opt.device == Device::cpu && opt.param_dtype == DType::f32,
              "MoE layers run on the CPU with float32 parameters only; this model asks for device ",
-             device_name(opt_.device), " (a GPU or the emulated device) and ", dtype_name(opt_.param_dtype),
+             device_name(opt.device), " (a GPU or the emulated device) and ", dtype_name(opt.param_dtype),
              " parameters");
 }
 

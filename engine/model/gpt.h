@@ -64,6 +64,13 @@ struct MicroBatch {
   TokenBatch ids, targets;
 };
 
+/// The expert layout rules of a config with MoE layers, checkable before any rank starts (ParallelGPT
+/// checks them too): ShapeError naming the rule for world_size not divisible by ep·etp, num_moe_experts
+/// not divisible by ep, moe_ffn not divisible by etp, tp > 1 without opt.sequence_parallel, a device
+/// other than the CPU or parameters other than f32.
+void check_moe_layout(const GPTConfig& cfg, int world_size, int tp, int ep, int etp,
+                      const ParallelOptions& opt);
+
 /// The GPT on one rank of a DP × TP layout.
 class ParallelGPT {
  public:

@@ -66,14 +66,16 @@ std::map<std::string, ExpertPlacement> gpt_expert_placements(const GPTConfig& cf
   for (int64_t i = 0; i < cfg.layers; ++i) {
     if (!cfg.moe_layer(i)) continue;
     const std::string p = "decoder.layers." + std::to_string(i) + ".";
-    for (const auto& [name, shape] : moe_layer_shapes(cfg.hidden, cfg.moe_ffn(), cfg.num_moe_experts, p)) {
-      if (name.ends_with("mlp.router.weight")) continue;
-      const std::string rest = name.substr(p.size() + std::string("mlp.experts.local_experts.").size());
-      const std::size_t dot = rest.find('.');
-      ExpertPlacement e{i, std::stoll(rest.substr(0, dot)), rest.substr(dot + 1, rest.rfind('.') - dot - 1),
-                        shape, Placement::Shard(0)};
-      if (e.part == "linear_fc2") e.placement = Placement::Shard(1);
-      out[name] = e;
+    // moe_layer_shapes' order: the router, then each expert's gate, up, fc2.
+    const auto shapes = moe_layer_shapes(cfg.hidden, cfg.moe_ffn(), cfg.num_moe_experts, p);
+    for (std::size_t k = 1; k < shapes.size(); ++k) {
+      const auto& [name, shape] = shapes[k];
+      const int64_t part = static_cast<int64_t>(k - 1) % 3;
+      out[name] = {i, static_cast<int64_t>(k - 1) / 3,
+                   part == 0   ? "linear_gate"
+                   : part == 1 ? "linear_up"
+                               : "linear_fc2",
+                   shape, Placement::Shard(part == 2 ? 1 : 0)};
     }
   }
   return out;

@@ -17,8 +17,8 @@
 #include "engine/error.h"
 #include "engine/io/npy.h"
 #include "engine/lab_todo.h"
+#include "engine/model/gpt.h"
 #include "engine/model/llama_layer.h"
-#include "engine/moe/expert_parallel_state.h"
 #include "engine/random/philox.h"
 #include "engine/train/data.h"
 #include "reference/gpt.h"
@@ -77,19 +77,14 @@ std::string generate(reference::GPT& ref, const std::string& prompt, int n, uint
 /// each rank holds.
 void print_expert_layout(const train::TrainOptions& o) {
   const int world = o.tp * o.dp;
-  moe::ExpertParallelState::check_layout(world, o.ep, o.etp);
-  moe::ExpertParallelState::local_experts(o.experts, o.ep, 0);
-  TPSP_CHECK(o.gpt.moe_ffn() % o.etp == 0, "moe_ffn_hidden_size=", o.gpt.moe_ffn(),
-             " is not divisible by expert_tensor_parallel_size=", o.etp);
-  TPSP_CHECK(o.tp == 1 || o.sequence_parallel, "MoE layers at tp=", o.tp,
-             " need sequence parallelism (--sp; Megatron's rule: without it every TP rank would dispatch the "
-             "same tokens)");
+  model::check_moe_layout(
+      o.gpt, world, o.tp, o.ep, o.etp,
+      {.sequence_parallel = o.sequence_parallel, .device = o.device == "cpu" ? Device::cpu : Device::cuda});
   TPSP_CHECK(o.tp == 1 || o.gpt.seq % o.tp == 0, "sequence parallelism: s=", o.gpt.seq,
              " is not divisible by tp=", o.tp,
              ", and an MoE model cannot be padded (the router would route the "
              "padding tokens)");
-  TPSP_CHECK(o.device == "cpu", "--model moe runs on the CPU only (--device ", o.device,
-             "): the MoE layer has no device path yet");
+
   const std::string held = o.etp == 1 ? fmt::format("{} whole experts of the {}", o.experts / o.ep, o.experts)
                                       : fmt::format("a 1/{} slice (ETP) of each of {} experts of the {}",
                                                     o.etp, o.experts / o.ep, o.experts);

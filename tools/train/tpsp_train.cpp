@@ -55,8 +55,9 @@ Tensor gather_expert(model::ParallelGPT& gpt, const model::ExpertPlacement& wher
   const int64_t per_rank = gpt.config().num_moe_experts / eps.ep_size();
   const int holder = static_cast<int>(where.expert / per_rank);
   const int64_t mine = eps.ep_rank() * per_rank + where.expert % per_rank;  // the same local index here
-  const std::string name = "decoder.layers." + std::to_string(where.layer) + ".mlp.experts.local_experts." +
-                           std::to_string(mine) + "." + where.part + ".weight";
+  const std::string name =
+      model::moe_expert_prefix("decoder.layers." + std::to_string(where.layer) + ".", mine) + where.part +
+      ".weight";
   const Tensor& shard = gpt.params().at(name);
   const int64_t rows = shard.size(0);
   const Tensor held =
