@@ -71,6 +71,8 @@ struct LabRuns {
 RankOutputs run_gpt_step(RunContext& ctx);
 /// The rank function of the packed-sequence scenario (checkers/packed/run.cpp).
 RankOutputs run_packed_sequences(RunContext& ctx);
+/// The rank function of VocabParallelEmbedding's scenarios (checkers/lab02/run.cpp), with or without SP.
+RankOutputs run_vocab_embedding(RunContext& ctx);
 
 /// Takes fingerprints (64-bit FNV-1a of the bytes) of the tensors a call receives as const; check()
 /// throws ShapeError naming the call and the tensor if the call wrote into one of them (through a

@@ -137,7 +137,10 @@ struct LabScenarios {
 enum class SpRuns { off_only, off_and_on, on_only };
 /// The whole-model scenario "gpt_step" of `lab` (checkers/gpt_step/) with the SP settings `sp`.
 Scenario gpt_step_scenario(const std::string& lab, SpRuns sp);
-/// The packed-sequence scenario "packed_sequences" of `lab` (checkers/packed/): SP off and on, or SP only.
-Scenario packed_sequences_scenario(const std::string& lab, bool sp_only);
+/// The packed-sequence scenario "packed_sequences" of `lab` (checkers/packed/) with the SP settings `sp`.
+Scenario packed_sequences_scenario(const std::string& lab, SpRuns sp);
+/// VocabParallelEmbedding's scenario (checkers/lab02/expected.cpp): "vocab_embedding" without SP (lab02's
+/// path), "sp_vocab_embedding" with SP only (the SP path, layers_sp.cpp: lab03's).
+Scenario vocab_embedding_scenario(const std::string& lab, SpRuns sp);
 
 }  // namespace tpsp::checkers

@@ -11,7 +11,9 @@
 #     say NEEDS and name it; make demo says in one line that the labs are not finished.
 #  3b. The same learner also did lab05: its own scenarios pass, the Llama layer's say NEEDS lab01.
 #  4. The same learner with the instructor's prebuilt solutions (solutions/): lab03 and lab05 pass
-#     alone, ./check --solution works.
+#     alone, ./check --solution works. 4b: with only lab00-lab02's solutions released (released.json)
+#     lab03 and lab05 still pass, lab04 (unreleased, a skeleton) stops at its TODOs needing no other
+#     lab, and --solution is refused for lab03 and works for lab02.
 #  5. A perfect learner (the engine's solutions typed into labs/): ./check --all passes every run and
 #     the demo's TP+SP run equals the reference, for the GPT-2 and the Llama block.
 # Built at -O0 (the quickest build). Usage: test_release.sh SOLUTIONS_LIB (make solutions-lib's archive)
@@ -72,17 +74,17 @@ set -e
 [ "$code" -eq 2 ] && grep -q 'does not hold' <<<"$out" || fail "--solution not refused in one line: $out"
 
 echo "== 2b. lab01, then lab01 and lab02 done: the summaries labs/README.md quotes, exactly"
-# labs/README.md's table row "| lab01 | \`./check lab01\` | \`48 passed, 0 failed, 5 need ...\` |" is what
-# the copy prints: a count that drifts from the checker fails here. lab02's row also proves that lab02's
-# own mistakes have runs that need no lab03 (the dp=2 x tp=2 runs without SP).
+# labs/README.md's table row "| lab01 | \`./check lab01\` | \`48 passed, 0 failed\` |" is what the copy
+# prints: a count that drifts from the checker fails here. Both pass whole with no later lab written: a
+# lab's runs need only its own and earlier labs' code.
 cp -r labs "$work/skeletons"
 documented() { grep -E "^\| $1 \| \`./check $2\`" labs/README.md | sed -E 's/.*\| `([^`]*)` \|$/\1/'; }
 copy_solutions lab01
-out=$(./check lab01 --seed 4 2>&1) && fail "./check lab01 with lab01 alone: expected exit 1"
+out=$(./check lab01 --seed 4 2>&1) || fail "./check lab01 with lab01 alone: $(tail -n 3 <<<"$out")"
 want=$(documented lab01 lab01)
 grep -qxF "$want" <<<"$out" || fail "./check lab01 alone: labs/README.md says '$want', the copy: $(tail -n 1 <<<"$out")"
 copy_solutions lab02
-out=$(./check lab02 --seed 4 2>&1) && fail "./check lab02 without lab03: expected exit 1"
+out=$(./check lab02 --seed 4 2>&1) || fail "./check lab02 without lab03: $(tail -n 3 <<<"$out")"
 want=$(documented "lab01, lab02" lab02)
 grep -qxF "$want" <<<"$out" || fail "./check lab02 without lab03: labs/README.md says '$want', the copy: $(tail -n 1 <<<"$out")"
 echo "lab02: $want"
@@ -95,7 +97,8 @@ out=$(./check lab03 --seed 4 2>&1); code=$?
 set -e
 printf '%s\n' "$out" | grep -E 'NEEDS|needs|passed' | head -n 8
 [ "$code" -eq 1 ] || fail "expected exit 1 (runs need other labs), got $code"
-grep -Eq '^[1-9][0-9]* passed, 0 failed, [1-9][0-9]* need another lab.s code' <<<"$out" || fail "lab03's own scenarios"
+want=$(documented lab03 lab03)
+grep -qxF "$want" <<<"$out" || fail "./check lab03 alone: labs/README.md says '$want', the copy: $(tail -n 1 <<<"$out")"
 grep -q 'needs lab0[12] ' <<<"$out" || fail "no 'needs labNN' line"
 ! grep -q 'FAIL' <<<"$out" || fail "a run failed instead of saying NEEDS"
 set +e
@@ -125,6 +128,34 @@ printf '%s\n' "$out" | tail -n 1
 out=$(./check lab05 --seed 4 2>&1) || fail "lab05 with prebuilt solutions: $(tail -n 5 <<<"$out")"
 out=$(./check lab01 --solution --tp 2 --no-dp --seed 4 2>&1) || fail "--solution with prebuilt solutions: $out"
 rm -rf solutions
+
+echo "== 4b. the same learner at lab03's deadline: only lab00-lab02's solutions released"
+# make solutions-lib LABS=lab00,lab01,lab02 writes such an archive; here its members are taken from the
+# full one (the same objects) so that the test needs no second configuration of the full repository.
+mkdir -p solutions "$work/ar" && (cd "$work/ar" && ar x "$solutions_lib")
+members=()
+while read -r l engine skeleton; do
+  case $l in lab00 | lab01 | lab02) members+=("$work/ar/$(basename "$engine").o") ;; esac
+done <<<"$lab_files"
+ar rcs solutions/libtpsp_lab_solutions.a "${members[@]}"
+echo '{"labs": ["lab00", "lab01", "lab02"]}' >solutions/released.json
+cmake -S . -B build >/dev/null
+out=$(./check lab03 --seed 4 2>&1) || fail "lab03 with lab00-lab02 released: $(tail -n 5 <<<"$out")"
+grep -Eq '^[1-9][0-9]* passed, 0 failed$' <<<"$out" || fail "lab03 with lab00-lab02 released: $(tail -n 1 <<<"$out")"
+out=$(./check lab05 --seed 4 2>&1) || fail "lab05 with lab00-lab02 released: $(tail -n 5 <<<"$out")"
+set +e
+out=$(./check lab04 --seed 4 --tp 2 --no-dp 2>&1); code=$?
+set -e
+printf '%s\n' "$out" | tail -n 1
+[ "$code" -eq 1 ] && grep -Eq '^0 passed, 0 failed, [1-9][0-9]* not implemented yet$' <<<"$out" ||
+  fail "lab04 (a skeleton, not released) must stop at its TODOs and need no other lab: $(tail -n 1 <<<"$out")"
+set +e
+out=$(./check lab03 --solution 2>&1); code=$?
+set -e
+[ "$code" -eq 2 ] && grep -q "lab03's solution is not released yet" <<<"$out" ||
+  fail "./check lab03 --solution with lab03 unreleased: exit $code: $out"
+out=$(./check lab02 --solution --tp 2 --no-dp --seed 4 2>&1) || fail "--solution of a released lab: $(tail -n 5 <<<"$out")"
+rm -rf solutions
 cmake -S . -B build >/dev/null
 
 echo "== 5. a perfect learner"
@@ -134,6 +165,8 @@ out=$(./check --all --seed 5 2>&1); code=$?
 set -e
 printf '%s\n' "$out" | tail -n 2
 [ "$code" -eq 0 ] && grep -Eq '^[1-9][0-9]* passed, 0 failed$' <<<"$out" || fail "./check --all of the perfect learner"
+want=$(documented all --all)
+grep -qxF "$want" <<<"$out" || fail "./check --all: labs/README.md says '$want', the copy: $(tail -n 1 <<<"$out")"
 cmake --build build --target tpsp-demo tpsp-train >/dev/null
 out=$(build/bin/tpsp-demo --steps 3 --out "$work/demo" 2>&1) || fail "demo: $(tail -n 5 <<<"$out")"
 grep -q 'verdict: MATCH' <<<"$out" || fail "demo verdict"

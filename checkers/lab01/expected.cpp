@@ -214,7 +214,6 @@ void add_scenarios(std::vector<Scenario>& out) {
                  .expected = expected_mlp,
                  .pattern = pattern_mlp});
   // Without SP only: under SP the model runs no lab01 code (its layers take lab03's SP paths).
-  out.push_back(gpt_step_scenario("lab01", SpRuns::off_only));
 }
 
 }  // namespace

@@ -180,7 +180,6 @@ void add_runs(std::map<std::string, RunFn>& out) {
     };
   out["lab01/row_linear_refuses_wrong_in"] = [](RunContext& c) { return run_row_refuses(c); };
   out["lab01/mlp"] = run_mlp;
-  out["lab01/gpt_step"] = run_gpt_step;
 }
 
 }  // namespace

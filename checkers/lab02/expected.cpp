@@ -152,13 +152,7 @@ Scenario cross_entropy(const char* name, const char* summary, CECase cc) {
 }
 
 void add_scenarios(std::vector<Scenario>& out) {
-  out.push_back(
-      {.lab = "lab02",
-       .name = "vocab_embedding",
-       .summary = "VocabParallelEmbedding: masked lookups summed over TP (V=37 padded), two backward passes",
-       .sp_variants = true,
-       .expected = expected_embedding,
-       .pattern = pattern_embedding});
+  out.push_back(vocab_embedding_scenario("lab02", SpRuns::off_only));
   out.push_back(
       cross_entropy("cross_entropy",
                     "vocab-parallel cross entropy: 3 all-reduces forward, none backward, ignore_index", {}));
@@ -179,7 +173,6 @@ void add_scenarios(std::vector<Scenario>& out) {
       {.lab = "lab02",
        .name = "transformer_layer",
        .summary = "a transformer layer split by heads and ffn columns, dropout 0.1, two backward passes",
-       .sp_variants = true,  // under SP it runs lab03's mappings too (from the engine in the full repository)
        .expected = [](uint64_t seed, int, bool sp) { return layer::expected_layer(seed, sp); },
        .pattern = layer::layer_pattern});
   out.push_back(
@@ -230,11 +223,27 @@ void add_scenarios(std::vector<Scenario>& out) {
                      "fork refuses unknown names, refused adds change nothing, forking the current state "
                      "continues it, reseeding resets",
                  .expected = expected_rng_contract});
-  out.push_back(gpt_step_scenario("lab02", SpRuns::off_and_on));
-  out.push_back(packed_sequences_scenario("lab02", false));
+  // The whole layer, the model step and packing with SP are lab03's (sp_transformer_layer, gpt_step,
+  // packed_sequences there): they run lab03's code, and a lab's runs need only its own and earlier labs'.
+  out.push_back(gpt_step_scenario("lab02", SpRuns::off_only));
+  out.push_back(packed_sequences_scenario("lab02", SpRuns::off_only));
 }
 
 }  // namespace
+
+Scenario vocab_embedding_scenario(const std::string& lab, SpRuns sp) {
+  const bool with_sp = sp == SpRuns::on_only;
+  return {.lab = lab,
+          .name = with_sp ? "sp_vocab_embedding" : "vocab_embedding",
+          .summary = with_sp ? "VocabParallelEmbedding under SP: the partial lookups reduce-scattered to "
+                               "[s/tp, b, h] (V=37 padded), two backward passes"
+                             : "VocabParallelEmbedding: masked lookups summed over TP (V=37 padded), two "
+                               "backward passes",
+          .sp_variants = sp == SpRuns::off_and_on,
+          .sp_only = with_sp,
+          .expected = expected_embedding,
+          .pattern = pattern_embedding};
+}
 
 const LabScenarios kScenarios("lab02", add_scenarios);
 

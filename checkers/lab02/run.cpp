@@ -15,11 +15,8 @@
 
 namespace tpsp::checkers {
 
-namespace {
-
-using namespace lab02;
-
-RankOutputs run_embedding(RunContext& ctx) {
+RankOutputs run_vocab_embedding(RunContext& ctx) {
+  using namespace lab02;
   const int n = ctx.size();
   const int64_t vp = padded_to(V, n);
   Tensor dwte({vp / n, H}, DType::f32, ctx.device);
@@ -37,6 +34,10 @@ RankOutputs run_embedding(RunContext& ctx) {
   }
   return {{"out", out.clone()}, {"dweight", dwte}};
 }
+
+namespace {
+
+using namespace lab02;
 
 RankOutputs run_cross_entropy(RunContext& ctx, const CECase& cc) {
   ctx.run_on_host();
@@ -196,7 +197,7 @@ RankOutputs run_rng_contract(RunContext& ctx) {
 }
 
 void add_runs(std::map<std::string, RunFn>& out) {
-  out["lab02/vocab_embedding"] = run_embedding;
+  out["lab02/vocab_embedding"] = run_vocab_embedding;
   out["lab02/cross_entropy"] = [](RunContext& c) { return run_cross_entropy(c, {}); };
   out["lab02/cross_entropy_label_smoothing"] = [](RunContext& c) {
     return run_cross_entropy(c, {.alpha = 0.1f});

@@ -179,8 +179,9 @@ void add_scenarios(std::vector<Scenario>& out) {
              Pattern p = layer::layer_pattern(tp, true);
              return Pattern{{"forward", p["forward"]}};
            }});
+  out.push_back(vocab_embedding_scenario("lab03", SpRuns::on_only));
   out.push_back(gpt_step_scenario("lab03", SpRuns::on_only));
-  out.push_back(packed_sequences_scenario("lab03", true));
+  out.push_back(packed_sequences_scenario("lab03", SpRuns::on_only));
 }
 
 }  // namespace

@@ -116,6 +116,7 @@ void add_runs(std::map<std::string, RunFn>& out) {
     c.sp = true;
     return layer::run_layer_memory(c);
   };
+  out["lab03/sp_vocab_embedding"] = run_vocab_embedding;
   out["lab03/gpt_step"] = run_gpt_step;
   out["lab03/packed_sequences"] = run_packed_sequences;
 }

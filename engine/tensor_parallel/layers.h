@@ -124,6 +124,12 @@ class VocabParallelEmbedding {
   int64_t vocab_start(const ProcessGroup& tp) const { return tp.rank() * weight_.size(0); }
 
  private:
+  /// forward/backward under sequence_parallel (layers_sp.cpp, lab03): ids [b, s] → this rank's rows
+  /// [s/tp, b, h] of the lookup (one reduce-scatter along dim 0); backward takes dout [s/tp, b, h] and
+  /// accumulates dweight from the all-gathered [s, b, h] (Megatron VocabParallelEmbedding with
+  /// reduce_scatter_embeddings). forward/backward dispatch here.
+  Tensor forward_sp(const TokenBatch& ids, ProcessGroup& tp) const;
+  void backward_sp(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp);
   Tensor weight_;
   Tensor dweight_;
   bool sequence_parallel_;

@@ -1,4 +1,5 @@
-// VocabParallelEmbedding (see layers.h). lab02 replaces this translation unit.
+// VocabParallelEmbedding (see layers.h) without sequence parallelism; its SP path is layers_sp.cpp's
+// (lab03). lab02 replaces this translation unit.
 #include "engine/lab_todo.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/embedding.h"
@@ -15,17 +16,17 @@ VocabParallelEmbedding::VocabParallelEmbedding(Tensor weight, Tensor dweight, bo
       name_(std::move(name)) {}
 
 Tensor VocabParallelEmbedding::forward(const TokenBatch& ids, ProcessGroup& tp) const {
+  if (sequence_parallel_) return forward_sp(ids, tp);  // lab03
   // TODO(lab02 VocabParallelEmbedding forward): ids [b, s] (global ids in [0, V)); weight_ [V_pad/tp, h] is
   // rank r's rows of the table, from vocab_start(tp). Return the single-process lookup [s, b, h], the same
-  // on every rank (under SP: this rank's rows [s/tp, b, h]). Communication on tp: one all-reduce (sum) of
-  // [s, b, h]; under SP one reduce-scatter (sum) along dim 0 of an [s, b, h] input. Never gather the table.
+  // on every rank. Communication on tp: one all-reduce (sum) of [s, b, h]. Never gather the table.
   TPSP_LAB_TODO("lab02 VocabParallelEmbedding forward");
 }
 
 void VocabParallelEmbedding::backward(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) {
-  // TODO(lab02 VocabParallelEmbedding backward): dout [s, b, h] (under SP: this rank's rows [s/tp, b, h]),
-  // ids [b, s]: add (+=) to dweight_ [V_pad/tp, h] this rank's rows of the single-process table gradient.
-  // Communication on tp: none without SP; under SP one all-gather along dim 0 of [s, b, h].
+  if (sequence_parallel_) return backward_sp(dout, ids, tp);  // lab03
+  // TODO(lab02 VocabParallelEmbedding backward): dout [s, b, h], ids [b, s]: add (+=) to dweight_
+  // [V_pad/tp, h] this rank's rows of the single-process table gradient. Communication on tp: none.
   TPSP_LAB_TODO("lab02 VocabParallelEmbedding backward");
 }
 

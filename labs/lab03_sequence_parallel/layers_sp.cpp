@@ -6,11 +6,13 @@
 // LinearWithGradAccumulationAndAsyncCommunication, sequence_parallel branch): activation memory
 // stays at 1/tp for one more all-gather per backward.
 // layers.cpp (lab01) dispatches here when LinearOptions::sequence_parallel is set and
-// tp_comm_overlap is not (with it, layers_overlap.cpp, lab04, does both).
+// tp_comm_overlap is not (with it, layers_overlap.cpp, lab04, does both). VocabParallelEmbedding's SP
+// path is here too (vocab_embedding.cpp, lab02, dispatches): its g becomes a reduce-scatter.
 // lab03 replaces this translation unit.
 #include "engine/error.h"
 #include "engine/lab_todo.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/embedding.h"
 #include "engine/ops/matmul.h"
 #include "engine/tensor_parallel/layers.h"
 #include "engine/tensor_parallel/mappings.h"
@@ -55,6 +57,23 @@ Tensor RowParallelLinear::backward_sp(const Tensor& dy, const LinearSaved& saved
   // sums it over TP later); both ADDED, undefined buffers skipped. Communication on tp: exactly one
   // all-gather along dim 0 of s·b·out·4 bytes; none at tp = 1.
   TPSP_LAB_TODO("lab03 RowParallelLinear SP backward");
+}
+
+Tensor VocabParallelEmbedding::forward_sp(const TokenBatch& ids, ProcessGroup& tp) const {
+  // TODO(lab03 VocabParallelEmbedding SP forward): ids [b, s] (global ids in [0, V)); weight_ [V_pad/tp, h]
+  // is rank r's rows of the table, from vocab_start(tp) (lab02's lookup). Return this rank's rows
+  // [r·s/tp, (r+1)·s/tp) of the single-process lookup, [s/tp, b, h]. Communication on tp: exactly one
+  // reduce-scatter (sum) along dim 0 of the [s, b, h] partial lookups — not an all-reduce followed by a
+  // split (twice the bytes); none at tp = 1. Never gather the table.
+  TPSP_LAB_TODO("lab03 VocabParallelEmbedding SP forward");
+}
+
+void VocabParallelEmbedding::backward_sp(const Tensor& dout, const TokenBatch& ids, ProcessGroup& tp) {
+  // TODO(lab03 VocabParallelEmbedding SP backward): dout [s/tp, b, h], this rank's rows of the output
+  // gradient; ids [b, s]: add (+=) to dweight_ [V_pad/tp, h] this rank's rows of the single-process table
+  // gradient, which needs every token's gradient. Communication on tp: exactly one all-gather along dim 0
+  // of [s, b, h]; none at tp = 1.
+  TPSP_LAB_TODO("lab03 VocabParallelEmbedding SP backward");
 }
 
 }  // namespace tpsp::tensor_parallel
