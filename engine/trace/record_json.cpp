@@ -44,6 +44,7 @@ json to_json(const PhasedCall& c) {
             {"bytes", r.bytes},
             {"label", r.label},
             {"seq", r.seq},
+            {"id", r.id},
             {"async", r.async},
             {"waited", r.waited},
             {"ok", r.ok},
@@ -90,6 +91,7 @@ std::optional<PhasedCall> call_from_json(const json& j) {
     r.bytes = j.value("bytes", uint64_t{0});
     r.label = j.value("label", "");
     r.seq = j.value("seq", uint64_t{0});
+    r.id = j.value("id", uint64_t{0});
     r.async = j.value("async", false);
     r.waited = j.value("waited", true);
     r.ok = j.value("ok", true);

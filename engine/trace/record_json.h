@@ -28,7 +28,7 @@ struct PhasedSpan {
   ComputeRecord span;
 };
 
-/// {"phase", "op" (op_name), "group", "dim", "shape", "dtype", "tensor_bytes", "bytes", "label", "seq",
+/// {"phase", "op" (op_name), "group", "dim", "shape", "dtype", "tensor_bytes", "bytes", "label", "seq", "id",
 ///  "async", "waited", "peer", "reduce" (reduce_op_name), "group_rank", "group_size", "ok", "t_issue",
 ///  "t_start", "t_end", "t_waited"} (seconds on the rank's recorder clock).
 nlohmann::json to_json(const PhasedCall& call);

@@ -150,7 +150,9 @@ std::string judge(const std::vector<json>& calls_per_rank, const std::vector<jso
 json rec(const std::string& op, uint64_t seq, int64_t elems, bool waited = true) {
   return {{"op", op},
           {"group", "tp"},
+          {"group_size", 2},
           {"seq", seq},
+          {"id", seq},
           {"shape", {elems}},
           {"tensor_bytes", 4 * elems},
           {"reduce", "sum"},
@@ -285,6 +287,66 @@ TEST_CASE("judge: the fields the pattern check reads must agree with the relay (
     CHECK_MESSAGE(
         testing::contains(p, "rank 0 called in a group named 'tp' of 1 ranks, but this layout's 'tp' has 2"),
         p);
+  }
+  // lab06 builds one set of expert groups per layout: a name may pass to a new group once the old one is
+  // done.
+  auto in_group = [](json e, const std::string& name, uint32_t gid) {
+    e["group"] = name;
+    e["gid"] = gid;
+    return e;
+  };
+  auto rec_in = [](const std::string& name, uint64_t seq, uint64_t id) {
+    json c = rec("all_reduce", seq, 8);
+    c["group"] = name;
+    c["id"] = id;
+    return c;
+  };
+  SUBCASE("a name given to a new group once the old one is done: one sequence on both sides") {
+    const json calls = json::array({rec_in("tp_ep", 0, 0), rec_in("tp_ep", 0, 1)});
+    const std::string p = judge({calls, calls}, forward({in_group(seen(0, "all_reduce", 32), "tp_ep", 5),
+                                                         in_group(seen(1, "all_reduce", 32), "tp_ep", 5),
+                                                         in_group(seen(0, "all_reduce", 32), "tp_ep", 9),
+                                                         in_group(seen(1, "all_reduce", 32), "tp_ep", 9)}));
+    CHECK_MESSAGE(p == "", p);
+  }
+  SUBCASE("two groups of one name used in turn (A, B, A)") {
+    const json calls = json::array({rec_in("tp_ep", 0, 0), rec_in("tp_ep", 0, 1), rec_in("tp_ep", 1, 2)});
+    const std::string p = judge({calls, calls}, forward({in_group(seen(0, "all_reduce", 32), "tp_ep", 5),
+                                                         in_group(seen(1, "all_reduce", 32), "tp_ep", 5),
+                                                         in_group(seen(0, "all_reduce", 32), "tp_ep", 9),
+                                                         in_group(seen(1, "all_reduce", 32), "tp_ep", 9),
+                                                         in_group(seen(0, "all_reduce", 32), "tp_ep", 5),
+                                                         in_group(seen(1, "all_reduce", 32), "tp_ep", 5)}));
+    CHECK_MESSAGE(testing::contains(p, "rank 0 called in two different groups named 'tp_ep' in turn"), p);
+  }
+  // An uneven all_to_all: ProcessGroup first exchanges the split sizes (an all_gather of 2·n counts under
+  // the split tag), which is the engine's and not in the record.
+  auto uneven = [](int rank) {
+    json e = seen(rank, "all_to_all", rank == 0 ? 8 : 0);
+    e["send_bytes"] = {rank == 0 ? 8 : 0, 0};
+    e["recv_bytes"] = {8, 0};
+    return e;
+  };
+  auto split = [](int rank) {
+    json e = seen(rank, "all_gather", 32);
+    e["tag"] = (1u << 22) | 3u;
+    return e;
+  };
+  json a2a = rec("all_to_all", 0, 2);
+  a2a["tensor_bytes"] = 8;
+  SUBCASE("an uneven all_to_all's split-size exchange is the engine's") {
+    json r0 = a2a, r1 = a2a;
+    r0["send_bytes"] = {8, 0}, r0["recv_bytes"] = {8, 0};
+    r1["send_bytes"] = {0, 0}, r1["recv_bytes"] = {8, 0}, r1["shape"] = {0}, r1["tensor_bytes"] = 0;
+    const std::string p =
+        judge({json::array({r0}), json::array({r1})}, forward({split(0), split(1), uneven(0), uneven(1)}));
+    CHECK_MESSAGE(p == "", p);
+  }
+  SUBCASE("a split-tagged all_gather with no all_to_all after it is a call the record must list") {
+    const json calls = json::array({rec("all_reduce", 0, 8)});
+    const std::string p = judge(
+        {calls, calls}, forward({split(0), split(1), seen(0, "all_reduce", 32), seen(1, "all_reduce", 32)}));
+    CHECK_MESSAGE(testing::contains(p, "the relay carried all_gather of 32 bytes"), p);
   }
   SUBCASE("an empty send is a call like any other (it reaches the relay)") {
     json snd = rec("send", 0, 0);
