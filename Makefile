@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 NOGLOO_BUILD ?= build-nogloo
 CMAKE_FLAGS ?=
 
-.PHONY: all deps full-repo solutions-lib build build-asan test test-plain test-asan test-nogloo demo bench bench-grade compare-etp docs timeline release format clean
+.PHONY: all deps full-repo solutions-lib autograder build build-asan test test-plain test-asan test-nogloo demo bench bench-grade compare-etp docs timeline release format clean
 
 all: build
 
@@ -118,18 +118,30 @@ lab%: deps
 	cmake --build $(BUILD) -j $(JOBS) --target $@ -- --no-print-directory
 
 ## make release: write a learner copy (solutions stripped to the skeletons) to $(RELEASE_DIR).
-## With SOLUTIONS_LIB=1 the copy also gets the prebuilt solutions of every lab (make solutions-lib):
+## With SOLUTIONS_LIB=1 the copy also gets the prebuilt solutions of the labs LABS names, every lab without
+## it (make solutions-lib):
 ## a learner can then do any lab alone; without it the labs build on each other.
 RELEASE_DIR ?= out/release/tpsp
 release: full-repo $(if $(SOLUTIONS_LIB),solutions-lib)
 	tools/make_release.sh $(RELEASE_DIR) $(if $(SOLUTIONS_LIB),--with-solutions-lib out/solutions/libtpsp_lab_solutions.a)
 
-## make solutions-lib: every lab's solution compiled into out/solutions/libtpsp_lab_solutions.a (for a
-## learner copy; it links only with the same compiler and library versions, e.g. a course's Debian 12).
+## make autograder LAB=lab02 [RELEASED=lab00,lab01] [WEIGHTS=weights.json]: the Gradescope autograder of
+## one lab, out/autograder/LAB.zip (docs/grading.md, "Gradescope"); RELEASED: the labs whose solutions
+## are linked beneath it (default: every lab before LAB; "-" for none).
+autograder: full-repo
+	$(if $(LAB),,$(error make autograder needs LAB=labNN))
+	tools/make_autograder.sh $(LAB) $(or $(RELEASED),before) out/autograder/$(LAB).zip $(WEIGHTS)
+
+## make solutions-lib [LABS=lab00,lab01]: the solutions of the labs you release (every lab without LABS)
+## compiled into out/solutions/libtpsp_lab_solutions.a, with out/solutions/released.json naming them (for
+## a learner copy: it takes those labs from there and the others from the learner's files; the archive
+## links only with the same compiler and library versions, e.g. a course's Debian 12).
 solutions-lib: full-repo deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPSP_SOLUTIONS_LIB_LABS=$(LABS) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target tpsp_lab_solutions -- --no-print-directory
-	mkdir -p out/solutions && cp $(BUILD)/libtpsp_lab_solutions.a out/solutions/
+	rm -rf out/solutions && mkdir -p out/solutions
+	cp $(BUILD)/libtpsp_lab_solutions.a $(BUILD)/released.json out/solutions/
+	@echo "out/solutions: the solutions of $$(/usr/bin/python3 -c 'import json; print(", ".join(json.load(open("out/solutions/released.json"))["labs"]))')"
 
 format:
 	find engine reference checkers tests tools bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i

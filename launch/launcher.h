@@ -38,6 +38,8 @@ struct Confinement {
   unsigned long long cpu_seconds = 0;   // RLIMIT_CPU of each process, seconds (SIGXCPU, then SIGKILL)
   unsigned long long file_bytes = 0;    // RLIMIT_FSIZE: the largest file a rank may write, bytes (SIGXFSZ)
   unsigned long long processes = 0;     // RLIMIT_NPROC: processes and threads of the uid (needs uid)
+  bool namespaces = true;               // fresh mount, network and IPC namespaces for the launcher and each
+                                        // rank; false where a container forbids them (Gradescope)
 };
 
 // What to run and the limits to run it under.

@@ -43,13 +43,22 @@ echo "learner copy of tpsp: the lab solutions are stripped; each lab's code is i
 if [ -n "$lib" ]; then
   mkdir -p "$dest/solutions"
   cp "$lib" "$dest/solutions/libtpsp_lab_solutions.a"
+  manifest=$(dirname "$lib")/released.json
+  if [ -f "$manifest" ]; then
+    cp "$manifest" "$dest/solutions/released.json"
+  fi
   cat > "$dest/solutions/README.md" <<'TXT'
 # Prebuilt solutions
 
-`libtpsp_lab_solutions.a` holds every lab's solution, compiled by your instructor. With it, the build of
-a lab takes every *other* lab from it, so you can do any lab on its own, and `./check --solution` and
-`make demo` run the reference solutions. It links only with the same compiler and libraries it was
-built with (your course's machine image). Delete this folder to run your own code for every lab.
+`libtpsp_lab_solutions.a` holds the solutions of the labs your instructor has released, compiled by
+them; `released.json` names those labs (without it, the archive holds every lab). With it, the build of
+a lab takes the *other* released labs from it and every unreleased lab from your files in `labs/`, so
+each lab needs only your own code of that lab once the labs before it are released. `./check --solution`
+runs the released labs' solutions (and refuses the others), and `make demo` trains with the released
+solutions and your code for the rest. Your instructor may hand you a newer folder as more labs are
+released: replace this one with it (your files in `labs/` are never touched). It links only with the
+same compiler and libraries it was built with (your course's machine image). Delete this folder to run
+your own code for every lab.
 TXT
 fi
 if grep -rlE '^[[:space:]]*// (BEGIN|END) SOLUTION[[:space:]]*$' "$dest" --include='*.cpp' --include='*.h'; then

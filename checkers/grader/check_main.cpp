@@ -45,10 +45,11 @@ struct Options {
   bool all = false, solution = false, verbose = false, list = false, no_dp = false, predict = false;
   std::string only, json_path, binary, seed_text, backend = "relay", device = "cpu", prediction_file;
   std::vector<int> tps;
-  bool hint = false;                    // --hint: print a task's hint instead of checking
-  std::vector<std::string> hint_words;  // its NAME (may be several words: --hint f forward)
-  double timeout = 0;                   // 0: each scenario's own budget
-  long confine_uid = -1;                // ./grade: confined ranks (launch.h LaunchSettings::confine)
+  bool hint = false;                        // --hint: print a task's hint instead of checking
+  std::vector<std::string> hint_words;      // its NAME (may be several words: --hint f forward)
+  double timeout = 0;                       // 0: each scenario's own budget
+  long confine_uid = -1;                    // ./grade: confined ranks (launch.h LaunchSettings::confine)
+  bool confine_without_namespaces = false;  // a container that forbids namespaces (the Gradescope autograder)
   double rank_memory_mib = 4096, rank_cpu_s = 120, rank_file_mib = 64, rank_procs = 256;
   uint64_t seed = 0;
 };
@@ -124,6 +125,10 @@ int parse(int argc, char** argv, Options& o) {
   app.add_option("--confine-uid", o.confine_uid,
                  "(./grade) run each launch's ranks as uid N + k, in their own namespaces (needs root)")
       ->check(CLI::Range(1000L, 4200000000L));
+  app.add_flag("--confine-without-namespaces", o.confine_without_namespaces,
+               "(with --confine-uid) where namespaces are not allowed (a container): the ranks still run as "
+               "their own uids, under the limits, through the witness relay, but share /tmp, /dev/shm and "
+               "the network with each other");
   app.add_option("--rank-memory-mib", o.rank_memory_mib, "(with --confine-uid) address space of a rank, MiB")
       ->check(CLI::Range(256.0, 1048576.0));
   app.add_option("--rank-cpu-s", o.rank_cpu_s, "(with --confine-uid) CPU seconds of a rank process")
@@ -223,6 +228,10 @@ int parse(int argc, char** argv, Options& o) {
     return kUsage;
   }
   if (o.seed_text.empty()) o.seed = std::random_device{}() % 1000000;
+  if (o.confine_without_namespaces && o.confine_uid < 0) {
+    std::fprintf(stderr, "./check: --confine-without-namespaces goes with --confine-uid (./grade's runs)\n");
+    return kUsage;
+  }
   if (o.confine_uid >= 0 && ::geteuid() != 0) {
     std::fprintf(stderr,
                  "./check: --confine-uid needs root (it runs the ranks as other users, in namespaces)\n");
@@ -410,6 +419,21 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "./check: unknown lab '%s' (known:%s)\n", l.c_str(), k.c_str());
       return kUsage;
     }
+#ifdef TPSP_RELEASED_LABS
+  // A learner copy with the instructor's prebuilt solutions of some labs (solutions/released.json).
+  if (o.solution) {
+    const std::string released = TPSP_RELEASED_LABS;
+    for (const std::string& l : o.labs)
+      if (("," + released + ",").find("," + l + ",") == std::string::npos) {
+        std::fprintf(
+            stderr,
+            "./check: --solution %s: your instructor's prebuilt solutions (solutions/) hold only %s; "
+            "%s's solution is not released yet\n",
+            l.c_str(), released.empty() ? "no lab" : released.c_str(), l.c_str());
+        return kUsage;
+      }
+  }
+#endif
   if (!o.only.empty()) {  // before the banner: a typo in --only is a usage error, not a run
     bool found = false;
     for (const Scenario& s : all_scenarios())
@@ -446,11 +470,12 @@ int main(int argc, char** argv) {
   if (o.confine_uid >= 0) {  // each launch's ranks reach their own directories under WORK, nothing else
     ::chmod(work.c_str(), 0711);
     constexpr double kMiB = 1024.0 * 1024.0;
-    launch.confine =
-        tpsp::run::Confinement{o.confine_uid, static_cast<unsigned long long>(o.rank_memory_mib * kMiB),
-                               static_cast<unsigned long long>(o.rank_cpu_s),
-                               static_cast<unsigned long long>(o.rank_file_mib * kMiB),
-                               static_cast<unsigned long long>(o.rank_procs)};
+    launch.confine = tpsp::run::Confinement{o.confine_uid,
+                                            static_cast<unsigned long long>(o.rank_memory_mib * kMiB),
+                                            static_cast<unsigned long long>(o.rank_cpu_s),
+                                            static_cast<unsigned long long>(o.rank_file_mib * kMiB),
+                                            static_cast<unsigned long long>(o.rank_procs),
+                                            !o.confine_without_namespaces};
   }
   RunLauncher launcher(std::move(launch));
   const bool drawable = o.verbose && can_plot();

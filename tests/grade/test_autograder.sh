@@ -28,6 +28,9 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 src=$W/ag/source
 [ -x "$src/run_autograder" ] && [ -x "$src/setup.sh" ] || fail "run_autograder and setup.sh must be executable"
 bash -n "$src/setup.sh" && bash -n "$src/run_autograder"
+# The instructor's knob for the runs' sizes: tp = 2 without the dp run (CI time; the default is every layout).
+/usr/bin/python3 -c 'import json, sys; p = sys.argv[1]; c = json.load(open(p)); c.update(tp="2", no_dp=True)
+json.dump(c, open(p, "w"))' "$src/autograder.json"
 [ "$(cd "$src/released" && find . -type f | sort)" = "./lab00_collectives/ring_collectives.cpp" ] ||
   fail "released/ must hold lab00's solution only: $(cd "$src/released" && find . -type f)"
 ! grep -rlE '^[[:space:]]*// (BEGIN|END) SOLUTION' "$src/tpsp" --include='*.cpp' || fail "a solution in the copy"
@@ -35,13 +38,13 @@ for f in $(/usr/bin/python3 tools/strip_solutions.py --lab-files | awk '{print $
   [ ! -e "$src/tpsp/$f" ] || fail "the copy holds the engine's $f"
 done
 # The run_autograder of the zip, with the paths of this scratch root.
-sed "s|/autograder|$W/ag|g" "$src/run_autograder" >"$W/run_autograder" && chmod +x "$W/run_autograder"
+sed -e "s| /autograder/source/| $W/ag/source/|" -e "s|--root /autograder|--root $W/ag|" "$src/run_autograder" >"$W/run_autograder" && chmod +x "$W/run_autograder"
 /usr/bin/python3 -B tests/grade/class/make_class.py "$W/class" --size small >/dev/null
 grade() {  # grade NAME MODE: run_autograder on submission folder $W/subs/NAME; prints the score
   rm -rf "$W/ag/submission" "$W/ag/results" && cp -r "$W/subs/$1" "$W/ag/submission"
   TPSP_AUTOGRADER_KIT=$kit TPSP_AUTOGRADER_CCACHE=$ccache TPSP_AUTOGRADER_NO_NAMESPACES=$2 \
     "$W/run_autograder" >"$W/$1.$2.log" 2>&1 || fail "run_autograder $1: $(tail -n 5 "$W/$1.$2.log")"
-  /usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r["score"], sum(t["max_score"] for t in r["tests"]))' \
+  /usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("%g %g" % (r["score"], sum(t["max_score"] for t in r["tests"])))' \
     "$W/ag/results/results.json"
 }
 mkdir -p "$W/subs/solution-bare"

@@ -4,7 +4,8 @@ ROOT/submission for one lab and writes ROOT/results/results.json (ROOT is /autog
   autograder.py [--root /autograder]
 
 ROOT/source holds what `make autograder LAB=labNN RELEASED=...` zipped: autograder.json ({"lab",
-"released", "weights"}), tpsp/ (a learner copy: no lab's solution) whose grading kit setup.sh built in
+"released", and optionally "weights", "tp" (the TP sizes to run, e.g. "1,2"; default every size) and
+"no_dp" (true: skip the dp = 2 × tp = 2 runs)}), tpsp/ (a learner copy: no lab's solution) whose grading kit setup.sh built in
 tpsp/build/grade-kit, and released/<lab dir>/*.cpp (the released labs' solutions, linked beneath the
 graded lab). The submission's files may sit at its top (Gradescope's upload of single files), in
 <lab dir>/ folders, under labs/, or in an archive.
@@ -84,6 +85,7 @@ def grade_with_sandbox(config: dict, kit: Path, subs: Path, work: Path, source: 
     if config.get("weights"):
         (work / "weights.json").write_text(json.dumps(config["weights"]))
         cmd += ["--weights", str(work / "weights.json")]
+    cmd += (["--tp", config["tp"]] if config.get("tp") else []) + (["--no-dp"] if config.get("no_dp") else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(r.stdout + r.stderr, end="")
     return work / "out" / "submission"
@@ -115,7 +117,8 @@ def grade_without_sandbox(config: dict, kit: Path, subs: Path, work: Path, sourc
     secret = secrets.token_hex(16)
     spec = {"submission": sub.name, "lab": lab, "seed": cli.task_seed(secret, sub.name, lab, sub.digest),
             "confine_uid": 100_000_000 + secrets.randbelow(30_000) * 100_000, "released": released,
-            "check_args": ["--confine-without-namespaces"], "symbol_rule": True,
+            "check_args": ["--confine-without-namespaces", *(["--tp", config["tp"]] if config.get("tp") else []),
+                           *(["--no-dp"] if config.get("no_dp") else [])], "symbol_rule": True,
             "limits": {**cli.LIMITS, "grade_seconds": config.get("grade_seconds", 1200)}}
     task.grade(spec, time.monotonic())
     scenarios = report.scenarios_from_check(str(kit / "bin/tpsp-check"))
@@ -136,7 +139,9 @@ def main(argv: list[str]) -> int:
                               "builds it); tell your instructor")
         return 1
     registry = json.loads((kit / "kit.json").read_text())["registry"]
-    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"tpsp-autograder-{secrets.token_hex(4)}"
+    # One fixed folder: the compiler then sees the same paths at every run (a compiler cache can hit).
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / "tpsp-autograder"
+    shutil.rmtree(work, ignore_errors=True)
     work.mkdir(mode=0o700)
     try:
         subs = work / "subs"

@@ -3,8 +3,10 @@
 Runs inside the task's sandbox (sandbox.py): the kit at /grade/kit, the submission's lab files at
 /grade/src, the tree at /grade/build. Every lab file of the registry is compiled (the submission's,
 or the kit's skeleton where it has none) with the kit's flags, as an unprivileged user, and linked
-with the kit's archive into /grade/build/tpsp-lab-ranks: the submission's own code for every lab, as
-in a learner copy — no lab's solution is in the kit. Each object's dependency list (-MD) may only name
+with the kit's archive into /grade/build/<variant>/tpsp-lab-ranks: the submission's own code for every
+lab, as in a learner copy — no lab's solution is in the kit — except the labs whose solutions the
+instructor released (./grade --solutions-of): the task's /grade/released holds those other than the
+graded lab, and they are compiled from there instead (variant "with-lab00-lab01"). Each object's dependency list (-MD) may only name
 the submission's files, the kit's headers and the system's headers.
 """
 from __future__ import annotations
@@ -21,10 +23,27 @@ from pathlib import Path
 
 import symbols
 
-KIT, SRC, BUILD = Path("/grade/kit"), Path("/grade/src"), Path("/grade/build")
-PROGRAM = BUILD / "tpsp-lab-ranks"
-ALLOWED_DEPS = ("/grade/src/", "/grade/kit/include/", "/grade/kit/skeletons/", "/usr/include/", "/usr/lib/gcc/",
-                "/usr/local/include/")
+SYSTEM_HEADERS = ("/usr/include/", "/usr/lib/gcc/", "/usr/local/include/")
+
+
+def use_root(root: Path) -> None:
+    """The task's folders under `root` (/grade inside the sandbox; another folder where there is no
+    sandbox: the Gradescope autograder in a container without namespaces, autograder.py)."""
+    global ROOT, KIT, SRC, BUILD, RELEASED, CCACHE, ALLOWED_DEPS, TRUSTED, PUBLIC_SOURCES
+    ROOT = root
+    KIT, SRC, BUILD, RELEASED, CCACHE = (root / d for d in ("kit", "src", "build", "released", "ccache"))
+    ALLOWED_DEPS = (f"{SRC}/", f"{KIT}/include/", f"{KIT}/skeletons/", f"{RELEASED}/", *SYSTEM_HEADERS)
+    TRUSTED = (KIT, RELEASED)  # compiled without the symbol rule: the kit's skeletons, the released solutions
+    PUBLIC_SOURCES = (f"{SRC}/", f"{KIT}/", *SYSTEM_HEADERS)
+
+
+use_root(Path("/grade"))
+
+
+def program(released: list[str]) -> Path:
+    """The rank program of a build: one per set of released labs, so that tasks of one submission that
+    link different labs' solutions never replace each other's program while it runs."""
+    return BUILD / ("own" if not released else "with-" + "-".join(sorted(released))) / "tpsp-lab-ranks"
 COMPILE_UID = 65534          # nobody: the compiler reads only what anybody may read
 COMPILE_SECONDS = 300        # per file (wall and CPU)
 COMPILE_MEMORY = 4 << 30     # RLIMIT_AS of the compiler, bytes
@@ -48,8 +67,9 @@ def _limits() -> None:
     os.setuid(COMPILE_UID)
 
 
-def _sources(kit: dict) -> dict[str, list[tuple[str, Path, Path]]]:
-    """{lab: [(object stem, the submission's file or the skeleton, the skeleton)]} for every lab file."""
+def _sources(kit: dict, released: list[str]) -> dict[str, list[tuple[str, Path, Path]]]:
+    """{lab: [(object stem, the source, the skeleton)]} for every lab file: the released solution for a lab
+    in `released`, else the submission's file, or the skeleton where it has none."""
     out = {}
     for lab in kit["registry"]["labs"]:
         lab_dir = Path(lab["dir"]).name
@@ -57,6 +77,10 @@ def _sources(kit: dict) -> dict[str, list[tuple[str, Path, Path]]]:
         for f in lab["files"]:
             base = Path(f).name
             own, skeleton = SRC / lab_dir / base, KIT / "skeletons" / lab_dir / base
+            if lab["id"] in released:
+                own = RELEASED / lab_dir / base
+                if not own.is_file():
+                    raise KitBroken(f"the released solution {own} is missing")
             out[lab["id"]].append((f"{lab_dir}__{Path(base).stem}", own if own.is_file() else skeleton, skeleton))
     return out
 
@@ -73,7 +97,6 @@ def _check_deps(dep_file: Path, source: Path) -> None:
                               "only the engine's headers, the standard library and the submission's own files")
 
 
-PUBLIC_SOURCES = ("/grade/src/", "/grade/kit/", "/usr/include/", "/usr/lib/gcc/", "/usr/local/include/")
 DIAGNOSTIC = re.compile(r"^(?:In file included from |\s+from )?(/[^:\s]+|[^/\s][^:\s]*):")
 EXCERPT = re.compile(r"^\s*(\d+\s*)?\|")
 
@@ -128,9 +151,9 @@ class _Compiler:
         self.context = link_context(kit) if symbol_rule else None
         self.env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": "/tmp"}
         self.launcher = []
-        if shutil.which("ccache") and Path("/grade/ccache").is_dir():
+        if shutil.which("ccache") and CCACHE.is_dir():
             self.launcher = ["ccache"]
-            self.env.update(CCACHE_DIR="/grade/ccache", CCACHE_UMASK="022", CCACHE_NOHASHDIR="1")
+            self.env.update(CCACHE_DIR=str(CCACHE), CCACHE_UMASK="022", CCACHE_NOHASHDIR="1")
 
     def run(self, cmd: list[str]) -> int:
         self.out.flush()
@@ -159,7 +182,7 @@ class _Compiler:
             _check_deps(dep, src)
         except BuildFailed as e:
             return str(e)
-        if src.is_relative_to(KIT) or not self.symbol_rule:
+        if any(src.is_relative_to(t) for t in TRUSTED) or not self.symbol_rule:
             return ""
         preprocessed = subprocess.run([self.kit["cxx"], *self.kit["cxxflags"], "-I", str(KIT / "include"), "-E",
                                        str(src)], capture_output=True, text=True, env=self.env, preexec_fn=_limits,
@@ -176,9 +199,10 @@ class _Compiler:
         return symbols.check_object(obj, src, self.context)
 
 
-def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
-    """Builds PROGRAM unless an identical build is there (same kit, same sources). Returns (whether it
-    was already built, {lab: why its files could not be used}). A lab whose file does not compile (or
+def build(log: Path, symbol_rule: bool = True, released: list[str] | None = None) -> tuple[bool, dict[str, str]]:
+    """Builds program(released) unless an identical build is there (same kit, same sources). Returns
+    (whether it was already built, {lab: why its files could not be used}). `released`: the labs taken
+    from /grade/released (./grade --solutions-of; never the graded lab). A lab whose file does not compile (or
     reads a forbidden file) is built from its skeletons instead, so the other labs are still graded.
     Concurrent tasks of one submission wait for each other (a lock in the tree).
     Raises BuildFailed when the program does not link. `symbol_rule` False (tests of the sandbox's
@@ -186,16 +210,19 @@ def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
     """
     kit_text = (KIT / "kit.json").read_text()
     kit = json.loads(kit_text)
-    sources = _sources(kit)
+    released = released or []
+    sources = _sources(kit, released)
     stamp = _stamp(kit_text + ("" if symbol_rule else "|no symbol rule"), sources)
+    prog = program(released)
     with open(BUILD / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = BUILD / "build.json"
-        if PROGRAM.is_file() and done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
+        prog.parent.mkdir(mode=0o755, exist_ok=True)
+        done = prog.parent / "build.json"
+        if prog.is_file() and done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
             return True, json.loads(done.read_text())["broken"]
         obj_dir = BUILD / "obj"
         shutil.rmtree(obj_dir, ignore_errors=True)
-        PROGRAM.unlink(missing_ok=True)
+        prog.unlink(missing_ok=True)
         done.unlink(missing_ok=True)
         obj_dir.mkdir()
         os.chown(obj_dir, COMPILE_UID, COMPILE_UID)
@@ -222,8 +249,8 @@ def build(log: Path, symbol_rule: bool = True) -> tuple[bool, dict[str, str]]:
                 raise BuildFailed("the submission does not link (a missing or doubly defined function):\n"
                                   + _tail(log))
         # The program is root's from here on: the ranks (other uids) can run it, not change it.
-        shutil.copyfile(obj_dir / "tpsp-lab-ranks", PROGRAM)
-        os.chmod(PROGRAM, 0o755)
+        shutil.copyfile(obj_dir / "tpsp-lab-ranks", prog)
+        os.chmod(prog, 0o755)
         shutil.rmtree(obj_dir, ignore_errors=True)
         done.write_text(json.dumps({"stamp": stamp, "broken": broken}))
         return False, broken

@@ -1,6 +1,7 @@
 """./grade: grade a class, each submission built and run in its own sandbox (docs/grading.md).
 
   ./grade SUBMISSIONS/ --labs lab01,lab03 --out RESULTS/ [--jobs N | --slurm] [--seed-file F] [--weights W]
+          [--solutions-of lab00,lab01]
   ./grade --run-task RESULTS/.tasks/tasks.json I        (what each local worker or Slurm array task runs)
 
 The engine is built once into the grading kit (make grade-kit). One task per (submission, lab): the
@@ -54,6 +55,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--task-timeout", type=float, default=600, help="seconds a lab's grading may take")
     p.add_argument("--ccache", type=Path, help="compiler cache shared by the class's builds (default: OUT/.ccache)")
     p.add_argument("--kit", type=Path, help="a built grading kit (default: make grade-kit in $BUILD or build/)")
+    p.add_argument("--solutions-of", metavar="LABS",
+                   help="labs whose solutions are released (comma-separated, e.g. lab00,lab01): a lab's task "
+                        "takes the OTHER released labs from the repository's solutions, so each lab is graded "
+                        "on its own code with the released labs beneath it")
+    p.add_argument("--released-dir", type=Path, metavar="DIR",
+                   help="with --solutions-of: take the released solutions from DIR/<lab dir>/<file> instead of this "
+                        "repository (make autograder ships them so)")
     p.add_argument("--weights", type=Path, help="JSON file of points per lab and weights per scenario "
                    "(docs/grading.md, Weights; default: one point per scenario)")
     p.add_argument("--run-task", nargs=2, metavar=("TASKS", "INDEX"), help=argparse.SUPPRESS)
@@ -117,10 +125,62 @@ def graded_labs(args: argparse.Namespace, kit: Path) -> list[str]:
     return labs
 
 
+def released_labs(args: argparse.Namespace, kit: Path) -> list[str]:
+    """The labs --solutions-of names, checked: known to the kit, and their solutions in this repository
+    (a learner copy has none) or --released-dir; exits 2 naming the rule otherwise."""
+    if not args.solutions_of:
+        if args.released_dir is not None:
+            fail("--released-dir goes with --solutions-of (which labs it releases)")
+        return []
+    registry = json.loads((kit / "kit.json").read_text())["registry"]
+    known = {lab["id"]: lab for lab in registry["labs"]}
+    labs = [x for x in args.solutions_of.split(",") if x]
+    for lab in labs:
+        if lab not in known:
+            fail(f"--solutions-of: unknown lab '{lab}' (known: {', '.join(known)})")
+        if labs.count(lab) > 1:
+            fail(f"--solutions-of names {lab} twice")
+    if args.released_dir is None and (REPO / "RELEASE").exists():
+        fail("--solutions-of takes the released labs' solutions from the full repository; this is a learner "
+             "copy, which has none (give them with --released-dir)")
+    for lab in labs:
+        for f in known[lab]["files"]:
+            if not solution_file(args, known[lab], f).is_file():
+                fail(f"--solutions-of {lab}: its solution {solution_file(args, known[lab], f)} is missing")
+    return labs
+
+
+def solution_file(args: argparse.Namespace, lab: dict, f: str) -> Path:
+    """Where the released solution of lab file `f` (engine/…) is: --released-dir, or this repository."""
+    if args.released_dir is not None:
+        return args.released_dir / Path(lab["dir"]).name / Path(f).name
+    return REPO / f
+
+
+def stage_released(args: argparse.Namespace, kit: Path, out: Path, released: list[str], graded: str) -> Path:
+    """OUT/.released/<graded lab>/<lab dir>/*.cpp: the solutions of the released labs other than the graded
+    one, copied from the repository (read-only inside the task's sandbox as /grade/released). A task sees
+    only the solutions it links: never the graded lab's own, never an unreleased lab's."""
+    registry = json.loads((kit / "kit.json").read_text())["registry"]
+    folder = out / ".released" / graded
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for lab in registry["labs"]:
+        if lab["id"] in released and lab["id"] != graded:
+            (folder / Path(lab["dir"]).name).mkdir()
+            for f in lab["files"]:
+                shutil.copyfile(solution_file(args, lab, f), folder / Path(lab["dir"]).name / Path(f).name)
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return folder
+
+
 def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], list[str], list[str]]:
     """Collects the submissions and writes one spec per task under OUT/.tasks; returns (specs, labs, names)."""
     registry = json.loads((kit / "kit.json").read_text())["registry"]
     labs = graded_labs(args, kit)
+    released = released_labs(args, kit)
+    staged = {lab: stage_released(args, kit, out, released, lab) for lab in labs} if released else {}
     secret = grading_secret(args, out)
     for d in (".src", ".build", ".tasks", ".roots"):
         (out / d).mkdir(exist_ok=True)
@@ -156,11 +216,14 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
                      "/grade/out": [str((out / sub.name).resolve()), True]}
             if ccache.is_dir():
                 binds["/grade/ccache"] = [str(ccache.resolve()), True]
+            if released:
+                binds["/grade/released"] = [str(staged[lab].resolve()), False]
             root = out / ".roots" / str(i)
             root.mkdir(exist_ok=True)
             specs.append({"submission": sub.name, "lab": lab, "seed": task_seed(secret, sub.name, lab, sub.digest),
                           "confine_uid": uid_base + i * 100_000, "new_root": str(root.resolve()),
                           "binds": binds, "check_args": check_args, "symbol_rule": not args.allow_any_symbol,
+                          "released": [x for x in released if x != lab],
                           "limits": {**LIMITS, "grade_seconds": args.task_timeout}})
     for i, spec in enumerate(specs):
         path = out / ".tasks" / f"{i}.json"
@@ -243,6 +306,7 @@ def main(argv: list[str]) -> int:
     if not (kit / "kit.json").is_file():
         fail(f"{kit} is not a grading kit (make grade-kit builds one)")
     weights = check_weights(args.weights, graded_labs(args, kit), kit)  # fails now, not after the grading
+    released_labs(args, kit)
     specs, labs, names = plan(args, kit, args.out)
     tasks_file = args.out / ".tasks" / "tasks.json"
     if args.slurm:

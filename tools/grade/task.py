@@ -24,14 +24,15 @@ def write_status(lab: str, name: str, stage: str, ok: bool, message: str, t0: fl
     """Writes /grade/out/<lab>.status.json (the driver's and report.py's record of the task)."""
     status = {"submission": name, "lab": lab, "stage": stage, "ok": ok, "message": message[-4000:],
               "seconds": round(time.monotonic() - t0, 3), "limits": limits}
-    Path(f"/grade/out/{lab}.status.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
+    (build.ROOT / "out" / f"{lab}.status.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
 
 
 def grade(spec: dict, t0: float) -> None:
     """Builds, then runs tpsp-check for the task's lab; records the outcome in the status file."""
     lab, name, limits = spec["lab"], spec["submission"], spec["limits"]
     try:
-        cached, broken = build.build(Path("/grade/out/build.log"), spec.get("symbol_rule", True))
+        cached, broken = build.build(build.ROOT / "out/build.log", spec.get("symbol_rule", True),
+                                     spec.get("released", []))
     except build.BuildFailed as e:
         write_status(lab, name, "build", False, str(e), t0, limits)
         return
@@ -40,23 +41,27 @@ def grade(spec: dict, t0: float) -> None:
                      t0, limits)
         return
     # The compiler cache holds the class's objects: gone before any learner code runs.
-    if Path("/grade/ccache").is_dir():
-        subprocess.run(["umount", "-l", "/grade/ccache"], capture_output=True)
+    if build.CCACHE.is_symlink():  # no sandbox (autograder.py): the link goes
+        build.CCACHE.unlink()
+    elif build.CCACHE.is_dir():
+        subprocess.run(["umount", "-l", str(build.CCACHE)], capture_output=True)
     if lab in broken:
         write_status(lab, name, "build", False, broken[lab], t0, limits)
         return
-    out_json = Path(f"/grade/out/{lab}.json")
+    out_json = build.ROOT / "out" / f"{lab}.json"
     out_json.unlink(missing_ok=True)
-    cmd = ["/grade/kit/bin/tpsp-check", lab, "--binary", str(build.PROGRAM), "--seed", str(spec["seed"]),
+    cmd = [str(build.KIT / "bin/tpsp-check"), lab, "--binary", str(build.program(spec.get("released", []))), "--seed", str(spec["seed"]),
            "--json", str(out_json), "--confine-uid", str(spec["confine_uid"]),
            "--rank-memory-mib", str(limits["rank_memory_mib"]), "--rank-cpu-s", str(limits["rank_cpu_s"]),
            "--rank-file-mib", str(limits["rank_file_mib"]), "--rank-procs", str(limits["rank_procs"]),
            *spec.get("check_args", [])]
-    log = Path(f"/grade/out/{lab}.log")
+    log = build.ROOT / "out" / f"{lab}.log"
     with open(log, "w") as out:
         try:
-            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=sandbox.clean_environment(),
-                               cwd="/grade/scratch", timeout=limits["grade_seconds"])
+            scratch = str(build.ROOT / "scratch")
+            env = sandbox.clean_environment() | {"HOME": scratch, "TMPDIR": scratch}
+            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                               cwd=str(build.ROOT / "scratch"), timeout=limits["grade_seconds"])
             code = r.returncode
         except subprocess.TimeoutExpired:
             code = None
