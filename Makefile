@@ -125,12 +125,14 @@ RELEASE_DIR ?= out/release/tpsp
 release: full-repo $(if $(SOLUTIONS_LIB),solutions-lib)
 	tools/make_release.sh $(RELEASE_DIR) $(if $(SOLUTIONS_LIB),--with-solutions-lib out/solutions/libtpsp_lab_solutions.a)
 
-## make autograder LAB=lab02 [RELEASED=lab00,lab01] [WEIGHTS=weights.json]: the Gradescope autograder of
-## one lab, out/autograder/LAB.zip (docs/grading.md, "Gradescope"); RELEASED: the labs whose solutions
-## are linked beneath it (default: every lab before LAB; "-" for none).
+## make autograder LAB=lab02 [RELEASED=lab00,lab01] [WEIGHTS=weights.json] [TP=1,2] [NO_DP=1]: the
+## Gradescope autograder of one lab, out/autograder/LAB.zip (docs/grading.md, "Gradescope"); RELEASED:
+## the labs whose solutions are linked beneath it (default: every lab before LAB; "-" for none); TP and
+## NO_DP: fewer layouts per run (default: tp = 1 … 4 and the dp = 2 × tp = 2 run).
 autograder: full-repo
 	$(if $(LAB),,$(error make autograder needs LAB=labNN))
-	tools/make_autograder.sh $(LAB) $(or $(RELEASED),before) out/autograder/$(LAB).zip $(WEIGHTS)
+	TPSP_AUTOGRADER_TP=$(TP) TPSP_AUTOGRADER_NO_DP=$(NO_DP) \
+	  tools/make_autograder.sh $(LAB) $(or $(RELEASED),before) out/autograder/$(LAB).zip $(WEIGHTS)
 
 ## make solutions-lib [LABS=lab00,lab01]: the solutions of the labs you release (every lab without LABS)
 ## compiled into out/solutions/libtpsp_lab_solutions.a, with out/solutions/released.json naming them (for

@@ -8,7 +8,8 @@
 #   tpsp/            a learner copy (make release): the engine without any lab's solution, the skeletons
 #   released/        the solutions of the RELEASED labs (comma-separated; "-" for none, "before" for every
 #                    lab before LAB), linked beneath the graded lab: never the graded lab's own
-# Run from the full repository.
+# Run from the full repository. $TPSP_AUTOGRADER_TP (e.g. "1,2") and $TPSP_AUTOGRADER_NO_DP=1 (make's TP and
+# NO_DP) set fewer layouts per run.
 set -euo pipefail
 lab=${1:?usage: make_autograder.sh LAB RELEASED OUT.zip [WEIGHTS.json]}
 released=${2:?usage: make_autograder.sh LAB RELEASED OUT.zip [WEIGHTS.json]}
@@ -17,10 +18,13 @@ weights=${4:-}
 cd "$(dirname "$0")/.."
 [ -f RELEASE ] && { echo "make autograder: run it in the full repository (this is a learner copy)" >&2; exit 2; }
 [ "$released" = "-" ] && released=""
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  echo "make autograder: warning: the checkout has uncommitted changes; the zip holds the files as they are now" >&2
+fi
 work=$(mktemp -d /tmp/tpsp-autograder-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 - "$lab" "$released" "$work" "$weights" <<'PY'
-import json, shutil, sys
+import json, os, shutil, sys
 from pathlib import Path
 lab, released, work, weights = sys.argv[1], [x for x in sys.argv[2].split(",") if x], Path(sys.argv[3]), sys.argv[4]
 labs = json.loads(Path("labs/labs.json").read_text())["labs"]
@@ -42,6 +46,10 @@ for entry in labs:
         for f in entry["files"]:
             shutil.copyfile(f, dest / Path(f).name)
 config = {"lab": lab, "released": released}
+if os.environ.get("TPSP_AUTOGRADER_TP"):
+    config["tp"] = os.environ["TPSP_AUTOGRADER_TP"]
+if os.environ.get("TPSP_AUTOGRADER_NO_DP") == "1":
+    config["no_dp"] = True
 if weights:
     config["weights"] = json.loads(Path(weights).read_text())
 (work / "autograder.json").write_text(json.dumps(config, indent=1) + "\n")

@@ -178,14 +178,15 @@ void add_scenarios(std::vector<Scenario>& out) {
   out.push_back(
       {.lab = "lab02",
        .name = "transformer_layer_checks_seq",
-       .summary = "the layer refuses an input whose rows disagree with LayerContext::seq",
-       .sp_variants = true,
+       .summary =
+           "the layer refuses an input whose rows disagree with LayerContext::seq, and takes one that agrees",
        .expected = [](uint64_t, int, bool) {
-         return ExpectedOutputs{
+         ExpectedOutputs out{
              {"refuses_input_rows_that_disagree_with_ctx_seq",
-              flag("1 = TransformerLayer::forward raised ShapeError for an input of s−1 rows (s/tp−1 "
-                   "under SP) while LayerContext::seq says s=12; 0 = it computed on the wrong "
-                   "number of tokens")}};
+              flag("1 = TransformerLayer::forward raised ShapeError for an input of s−1 rows while "
+                   "LayerContext::seq says s=12; 0 = it computed on the wrong number of tokens")}};
+         expect_accepted(out, "input_rows_of_ctx_seq", "TransformerLayer::forward of an input of s=12 rows");
+         return out;
        }});
   out.push_back({.lab = "lab02",
                  .name = "rng_tracker",

@@ -79,7 +79,15 @@ RankOutputs run_layer_wrong_seq(RunContext& ctx) {
   } catch (const std::invalid_argument&) {
     refused = 1;
   }
-  return {{"refuses_input_rows_that_disagree_with_ctx_seq", ctx.on_device(Tensor::from({1}, {refused}))}};
+  RankOutputs out{
+      {"refuses_input_rows_that_disagree_with_ctx_seq", ctx.on_device(Tensor::from({1}, {refused}))}};
+  // And it computes on the rows it should get: a layer that refuses everything (or the untouched
+  // skeleton, whose check is already written) does not pass.
+  const Tensor whole = ctx.on_device(layer_x(ctx.in, ctx.sp));
+  model::LayerSaved saved_whole;
+  check_accepts(ctx, out, "input_rows_of_ctx_seq",
+                [&] { tl.forward(whole, saved_whole, layer_context(ctx)); });
+  return out;
 }
 
 }  // namespace tpsp::checkers::layer

@@ -42,15 +42,18 @@ ExpectedOutputs expected_packed_sequences(uint64_t seed, int tp, bool sp) {
 }  // namespace
 
 Scenario packed_sequences_scenario(const std::string& lab, SpRuns sp) {
-  return {.lab = lab,
-          .name = "packed_sequences",
-          .summary =
-              "three sequences (5, 3, 7 tokens) packed in one row with cu_seqlens, each padded to a "
-              "multiple of tp under SP: loss and gradients equal the reference on them unpacked",
-          .sp_variants = sp == SpRuns::off_and_on,
-          .sp_only = sp == SpRuns::on_only,
-          .budget_s = 20,
-          .expected = expected_packed_sequences};
+  return {
+      .lab = lab,
+      .name = "packed_sequences",
+      .summary = sp == SpRuns::off_only
+                     ? "three sequences (5, 3, 7 tokens) packed in one row with cu_seqlens: loss and "
+                       "gradients equal the reference on them unpacked"
+                     : "three sequences (5, 3, 7 tokens) packed in one row with cu_seqlens, each padded to a "
+                       "multiple of tp under SP: loss and gradients equal the reference on them unpacked",
+      .sp_variants = sp == SpRuns::off_and_on,
+      .sp_only = sp == SpRuns::on_only,
+      .budget_s = 20,
+      .expected = expected_packed_sequences};
 }
 
 }  // namespace tpsp::checkers

@@ -47,6 +47,18 @@ class IntakeTest(unittest.TestCase):
         self.assertEqual(sub.files, [LAYERS])
         self.assertEqual((sub.sources / LAYERS).read_text(), "// alice")
 
+    def test_bare_files_at_the_top_are_taken_but_never_through_a_link(self):
+        # Gradescope's upload of single files leaves them bare; a lab folder's copy wins over a bare one.
+        (self.subs / "bob").mkdir()
+        (self.subs / "bob/layers.cpp").write_text("// bob")
+        (self.subs / "bob/mappings_tp.cpp").symlink_to(REPO / "engine/tensor_parallel/mappings_tp.cpp")
+        sub = self.collect("bob")
+        self.assertEqual(sub.files, [LAYERS])
+        self.assertEqual((sub.sources / LAYERS).read_text(), "// bob")
+        (self.subs / "bob/lab01_tp_layers").mkdir()
+        (self.subs / "bob/lab01_tp_layers/layers.cpp").write_text("// bob's folder")
+        self.assertEqual((self.collect("bob").sources / LAYERS).read_text(), "// bob's folder")
+
     def test_a_symlinked_lab_folder_is_not_followed(self):
         # the attack: lab01_tp_layers -> the engine's solution folder (graded 18/18 before the fix)
         (self.subs / "mallory").mkdir()
@@ -198,6 +210,8 @@ class SymbolRuleTest(unittest.TestCase):
             "starts or controls processes": "#include <unistd.h>\nint twice(int) { return fork(); }\n",
             "reaches outside": "#include <cstdlib>\nconst char* f() { return std::getenv(\"X\"); }\n",
             "makes raw system calls": "long f() { long r; asm volatile(\"syscall\" : \"=a\"(r) : \"a\"(39)); return r; }\n",
+            "opens a transport of its own": '#include "engine/comm/tcp_store.h"\n'
+                                            "void f() { tpsp::comm::TcpStoreServer s(0); }\n",
         }
         for why, code in cases.items():
             self.assertIn(why, self.obj(code), why)

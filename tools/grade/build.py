@@ -3,10 +3,10 @@
 Runs inside the task's sandbox (sandbox.py): the kit at /grade/kit, the submission's lab files at
 /grade/src, the tree at /grade/build. Every lab file of the registry is compiled (the submission's,
 or the kit's skeleton where it has none) with the kit's flags, as an unprivileged user, and linked
-with the kit's archive into /grade/build/<variant>/tpsp-lab-ranks: the submission's own code for every
-lab, as in a learner copy — no lab's solution is in the kit — except the labs whose solutions the
-instructor released (./grade --solutions-of): the task's /grade/released holds those other than the
-graded lab, and they are compiled from there instead (variant "with-lab00-lab01"). Each object's dependency list (-MD) may only name
+with the kit's archive into /grade/build/tpsp-lab-ranks: the submission's own code for every lab, as in
+a learner copy — no lab's solution is in the kit — except the labs whose solutions the instructor
+released (./grade --solutions-of): the task's /grade/released holds those other than the graded lab, and
+they are compiled from there instead (in a build tree of that set's own: cli.build_tree). Each object's dependency list (-MD) may only name
 the submission's files, the kit's headers and the system's headers.
 """
 from __future__ import annotations
@@ -40,10 +40,11 @@ def use_root(root: Path) -> None:
 use_root(Path("/grade"))
 
 
-def program(released: list[str]) -> Path:
-    """The rank program of a build: one per set of released labs, so that tasks of one submission that
-    link different labs' solutions never replace each other's program while it runs."""
-    return BUILD / ("own" if not released else "with-" + "-".join(sorted(released))) / "tpsp-lab-ranks"
+def program() -> Path:
+    """The rank program of the build. ./grade gives each set of released labs its own build tree
+    (cli.build_tree): a task never sees a program that links a solution it may not read, and tasks of one
+    submission that link different solutions never replace each other's program."""
+    return BUILD / "tpsp-lab-ranks"
 COMPILE_UID = 65534          # nobody: the compiler reads only what anybody may read
 COMPILE_SECONDS = 300        # per file (wall and CPU)
 COMPILE_MEMORY = 4 << 30     # RLIMIT_AS of the compiler, bytes
@@ -200,7 +201,7 @@ class _Compiler:
 
 
 def build(log: Path, symbol_rule: bool = True, released: list[str] | None = None) -> tuple[bool, dict[str, str]]:
-    """Builds program(released) unless an identical build is there (same kit, same sources). Returns
+    """Builds program() unless an identical build is there (same kit, same sources). Returns
     (whether it was already built, {lab: why its files could not be used}). `released`: the labs taken
     from /grade/released (./grade --solutions-of; never the graded lab). A lab whose file does not compile (or
     reads a forbidden file) is built from its skeletons instead, so the other labs are still graded.
@@ -213,11 +214,10 @@ def build(log: Path, symbol_rule: bool = True, released: list[str] | None = None
     released = released or []
     sources = _sources(kit, released)
     stamp = _stamp(kit_text + ("" if symbol_rule else "|no symbol rule"), sources)
-    prog = program(released)
+    prog = program()
     with open(BUILD / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        prog.parent.mkdir(mode=0o755, exist_ok=True)
-        done = prog.parent / "build.json"
+        done = BUILD / "build.json"
         if prog.is_file() and done.is_file() and json.loads(done.read_text()).get("stamp") == stamp:
             return True, json.loads(done.read_text())["broken"]
         obj_dir = BUILD / "obj"

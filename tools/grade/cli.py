@@ -145,8 +145,11 @@ def released_labs(args: argparse.Namespace, kit: Path) -> list[str]:
              "copy, which has none (give them with --released-dir)")
     for lab in labs:
         for f in known[lab]["files"]:
-            if not solution_file(args, known[lab], f).is_file():
-                fail(f"--solutions-of {lab}: its solution {solution_file(args, known[lab], f)} is missing")
+            path = solution_file(args, known[lab], f)
+            if not path.is_file():
+                fail(f"--solutions-of {lab}: its solution {path} is missing")
+            if "TPSP_LAB_TODO(" in path.read_text(errors="replace"):
+                fail(f"--solutions-of {lab}: {path} still has a TODO (a skeleton, not the solution)")
     return labs
 
 
@@ -173,6 +176,17 @@ def stage_released(args: argparse.Namespace, kit: Path, out: Path, released: lis
     for p in [folder, *folder.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return folder
+
+
+def build_tree(out: Path, name: str, released: list[str]) -> Path:
+    """OUT/.build/<submission>/<own | with-lab00-lab01>: a submission's build tree for one set of released
+    labs. Each task is shown only its own set's tree, so a lab01 task never reaches the program a lab02
+    task linked with lab01's solution."""
+    tree = out / ".build" / name / ("own" if not released else "with-" + "-".join(sorted(released)))
+    tree.mkdir(parents=True, exist_ok=True)
+    for d in (tree.parent, tree):
+        os.chmod(d, 0o755)  # also when an earlier run left it otherwise
+    return tree
 
 
 def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], list[str], list[str]]:
@@ -207,12 +221,11 @@ def plan(args: argparse.Namespace, kit: Path, out: Path) -> tuple[list[dict], li
         names.append(sub.name)
         (out / sub.name).mkdir(exist_ok=True)
         os.chmod(out / sub.name, 0o700)
-        (out / ".build" / sub.name).mkdir(exist_ok=True)
-        os.chmod(out / ".build" / sub.name, 0o755)  # also when an earlier run left it otherwise
         for lab in labs:
             i = len(specs)
+            tree = build_tree(out, sub.name, [x for x in released if x != lab])
             binds = {"/grade/kit": [str(kit.resolve()), False], "/grade/src": [str(sub.sources.resolve()), False],
-                     "/grade/build": [str((out / ".build" / sub.name).resolve()), True],
+                     "/grade/build": [str(tree.resolve()), True],
                      "/grade/out": [str((out / sub.name).resolve()), True]}
             if ccache.is_dir():
                 binds["/grade/ccache"] = [str(ccache.resolve()), True]

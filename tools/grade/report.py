@@ -135,6 +135,8 @@ def load_task(results_dir, name, lab):
             return dict(task, state=state, message=f"grading stopped ({stage} stage): {message}")
         if not ok and message:
             task["message"] = "the driver noted: " + message
+        elif message:  # a graded task's note: the command that reruns the student's inputs
+            task["message"] = message
     elif report is None and status_err == "absent":
         return dict(task, state=NOT_RUN, message=f"no status and no results for {lab}: the task did not run")
     else:

@@ -2,7 +2,8 @@
 
 A submission holds lab files as a learner's labs/ holds them: ``<lab dir>/<file>.cpp`` where the lab
 dir is the basename of the registry's ``dir`` (labs/labs.json), e.g. ``lab01_tp_layers/layers.cpp``,
-at the top of the folder or archive, under ``labs/``, or under one top folder. Only the registry's
+at the top of the folder or archive, under ``labs/``, or under one top folder; or bare at the top
+(``layers.cpp``, as Gradescope's upload of single files leaves them) when no lab folder holds it. Only the registry's
 files are taken (anything else is ignored); a file it lacks is the committed skeleton's.
 """
 from __future__ import annotations
@@ -68,9 +69,15 @@ RESERVED_NAMES = {"class.csv", "scores.png", "scenarios.png"}  # the class's own
 MAX_MEMBERS = 10_000  # an archive with more entries is refused (an archive bomb)
 
 
+def _bare(files: set[str]) -> dict[str, str]:
+    """{file name: "<lab dir>/<file>"} for the registry's file names that only one lab has."""
+    names = [Path(f).name for f in files]
+    return {Path(f).name: f for f in files if names.count(Path(f).name) == 1}
+
+
 def _wanted(member: str, files: set[str]) -> str | None:
     """The registry file ("<lab dir>/<file>") that archive member `member` is, at one of the accepted
-    places (the top, labs/, one top folder, or its labs/), or None."""
+    places (the top, labs/, one top folder, or its labs/; or bare at the top), or None."""
     parts = Path(member).parts
     if member.startswith("/") or ".." in parts:
         return None
@@ -78,7 +85,7 @@ def _wanted(member: str, files: set[str]) -> str | None:
                  parts[2:] if parts[1:2] == ("labs",) else ()):
         if rest and "/".join(rest) in files:
             return "/".join(rest)
-    return None
+    return _bare(files).get(parts[0]) if len(parts) == 1 else None
 
 
 def _unpack(archive: Path, files: set[str], into: Path) -> None:
@@ -128,13 +135,16 @@ def _no_links(path: Path, root: Path) -> bool:
         p = p.parent
 
 
-def _find(root: Path, rel: str) -> Path | None:
-    """`rel` ("<lab dir>/<file>") at the top of `root`, under labs/, or under one top folder; a path
-    through a symbolic link (to the solution, to a classmate's folder) is never taken."""
+def _find(root: Path, rel: str, bare: bool) -> Path | None:
+    """`rel` ("<lab dir>/<file>") at the top of `root`, under labs/, or under one top folder, else (with
+    `bare`: no other lab has a file of that name) the file name alone at the top; a path through a
+    symbolic link (to the solution, to a classmate's folder) is never taken."""
     candidates = [root / rel, root / "labs" / rel]
     tops = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()] if root.is_dir() else []
     if len(tops) == 1:
         candidates += [tops[0] / rel, tops[0] / "labs" / rel]
+    if bare:
+        candidates.append(root / Path(rel).name)
     for c in candidates:
         if _no_links(c, root) and c.is_file():
             return c
@@ -170,7 +180,7 @@ def collect(entry: Path, registry: dict, staging: Path) -> Submission:
                 raise SubmissionError(f"{entry.name}: cannot read the archive: {type(e).__name__}: {e}") from e
         found, digest = [], hashlib.sha256()
         for rel in sorted(wanted):
-            src = _find(root, rel)
+            src = _find(root, rel, Path(rel).name in _bare(wanted))
             if src is None:
                 continue
             if src.stat().st_size > MAX_FILE_BYTES:

@@ -52,6 +52,13 @@ DENIED = [
     # decides what each rank receives whatever it is asked (checkers/input_server.h); this keeps a reason.
     (re.compile(r"tpsp::comm::RelayBackend::(mark|input|connect_world)\b"),
      "talks to the relay past the process group (phase marks and scenario inputs are the scenario's)"),
+    # A transport of the lab's own: under ./grade's sandbox the ranks have no network, but in a container
+    # without namespaces (the Gradescope autograder) the engine's TCP store carried a forged g's partials
+    # past the witness (found by an attack, 2026-12-08: 10 of 10 with g's all-reduce on zeros).
+    (re.compile(r"tpsp::comm::(TcpStore|TcpStoreServer|GlooBackend|GlooRendezvous|Nccl\w*|RelayBackend::RelayBackend|"
+                r"init_from_env|cpu_backend_from_env|options_from_env)\b"),
+     "opens a transport of its own (a store, a Gloo or NCCL world, a relay connection): every byte between "
+     "ranks goes through the process group it is given"),
     # The training data loader opens any path it is given and returns its bytes (found by an attack,
     # 2026-12-02: ByteDataset on a sibling run's dump, whose path /proc/self/cmdline names).
     (re.compile(r"tpsp::train::"), "reads files through the engine's data loader (a lab's code reads only tensors)"),

@@ -50,7 +50,7 @@ def grade(spec: dict, t0: float) -> None:
         return
     out_json = build.ROOT / "out" / f"{lab}.json"
     out_json.unlink(missing_ok=True)
-    cmd = [str(build.KIT / "bin/tpsp-check"), lab, "--binary", str(build.program(spec.get("released", []))), "--seed", str(spec["seed"]),
+    cmd = [str(build.KIT / "bin/tpsp-check"), lab, "--binary", str(build.program()), "--seed", str(spec["seed"]),
            "--json", str(out_json), "--confine-uid", str(spec["confine_uid"]),
            "--rank-memory-mib", str(limits["rank_memory_mib"]), "--rank-cpu-s", str(limits["rank_cpu_s"]),
            "--rank-file-mib", str(limits["rank_file_mib"]), "--rank-procs", str(limits["rank_procs"]),
@@ -72,7 +72,9 @@ def grade(spec: dict, t0: float) -> None:
                      t0, limits)
     elif code in (0, 1) and out_json.is_file():
         rerun = " ".join(["./check", lab, "--seed", str(spec["seed"]), *spec.get("check_args", [])])
-        write_status(lab, name, "done", True, f"your runs' inputs: {rerun} (in your copy of the labs)", t0, limits)
+        where = "in your copy of the labs" + (f", with your instructor's solutions of {', '.join(spec['released'])} "
+                                              "in solutions/" if spec.get("released") else "")
+        write_status(lab, name, "done", True, f"your runs' inputs: {rerun} ({where})", t0, limits)
     else:
         write_status(lab, name, "grade", False, f"tpsp-check exited {code}:\n{tail}", t0, limits)
 
