@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/grade/test_autograder.sh KIT CCACHE — the Gradescope autograder (make autograder) for lab01 with
+# tests/grade/test_autograder.sh KIT — the Gradescope autograder (make autograder) for lab01 with
 # lab00's solution released, run as Gradescope runs it, in a scratch folder laid out as /autograder:
 #  - the zip holds run_autograder, setup.sh, a learner copy with no lab's solution, and lab00's solution
 #    only (not lab01's, not a later lab's);
@@ -12,10 +12,14 @@
 # here (CI time); its commands are those of the learner-copy test. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-kit=$(realpath "$1") ccache=$2
+kit=$(realpath "$1")
 [[ "$(id -u)" == 0 ]] || { echo "FAIL: the autograder runs as root (Gradescope's does)"; exit 1; }
 W=$(mktemp -d /tmp/tpsp-autograder-test.XXXXXX)
 trap 'rm -rf "$W"' EXIT
+# The compiler cache of these runs: the builds run as nobody, so it and the path to it must be theirs to
+# use (a build tree's cache may sit under a folder nobody can enter, as a fresh CI clone's does).
+chmod 755 "$W" && mkdir "$W/ccache" && chown 65534:65534 "$W/ccache"
+ccache=$W/ccache
 fail() { echo "FAIL: $*"; exit 1; }
 tools/make_autograder.sh lab01 lab00 "$W/lab01.zip"
 mkdir -p "$W/ag/source"

@@ -87,7 +87,8 @@ def grade_without_sandbox(config: dict, kit: Path, subs: Path, work: Path, sourc
     out = work / "out" / sub.name
     out.mkdir(parents=True)
     os.chmod(work / "out", 0o700)
-    (root / "kit").symlink_to(kit.resolve())
+    # A copy (26 MB): the compiler runs as nobody, who may not reach the kit where it was built.
+    shutil.copytree(kit, root / "kit", symlinks=True)
     (root / "src").symlink_to(sub.sources.resolve())
     (root / "out").symlink_to(out)
     if os.environ.get("TPSP_AUTOGRADER_CCACHE"):  # the tests' compiler cache (task.grade unlinks it before any run)
