@@ -21,7 +21,8 @@ VocabParallelCEOut vocab_parallel_cross_entropy_forward(const Tensor& logits,
   // over the counted rows = the single-process cross entropy over the V real columns (label smoothing over
   // the global V), the same on every rank; fill `saved`. Communication on tp: three all-reduces of n floats
   // (max, sum, sum; the last [n, 2] with label smoothing), never the logits. ShapeError before any
-  // collective for another target outside [0, V) or logits whose last dim is not ceil(V/tp).
+  // collective for another target outside [0, V) or logits whose last dim is not ceil(V/tp); NumericError
+  // naming the row when a loss is NaN or inf (cross_entropy.h).
   // BEGIN SOLUTION
   TPSP_CHECK(logits.dim() == 2, "vocab-parallel CE: logits must be [n, V_local], got ",
              shape_str(logits.shape()));
